@@ -1,0 +1,150 @@
+//! The file as written: serde structs with `deny_unknown_fields` and named defaults. Values
+//! that need checking beyond their type keep their span (`Spanned`) so that validation errors
+//! can point at the line.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{ConfigError, line_of};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawConfig {
+    pub daemon: RawDaemon,
+    pub inbox: RawInbox,
+    pub dispatcher: RawDispatcher,
+    pub lanes: RawLanes,
+    pub model: RawModel,
+    pub urgency: RawUrgency,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawDaemon {
+    pub shutdown_grace_secs: Spanned<u64>,
+    pub socket_path: Option<Spanned<String>>,
+    pub log_format: Spanned<String>,
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        Self {
+            shutdown_grace_secs: Spanned::new(0..0, 10),
+            socket_path: None,
+            log_format: Spanned::new(0..0, "pretty".into()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawInbox {
+    pub dedupe_retention_days: Spanned<u64>,
+    pub capacity: Spanned<u64>,
+}
+
+impl Default for RawInbox {
+    fn default() -> Self {
+        Self {
+            dedupe_retention_days: Spanned::new(0..0, 30),
+            capacity: Spanned::new(0..0, 10_000),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawDispatcher {
+    pub max_rounds_per_step: Spanned<u64>,
+}
+
+impl Default for RawDispatcher {
+    fn default() -> Self {
+        Self {
+            max_rounds_per_step: Spanned::new(0..0, 16),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawLanes {
+    pub max_parallel: Spanned<u64>,
+}
+
+impl Default for RawLanes {
+    fn default() -> Self {
+        Self {
+            max_parallel: Spanned::new(0..0, 4),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawModel {
+    pub provider: Spanned<String>,
+}
+
+impl Default for RawModel {
+    fn default() -> Self {
+        Self {
+            provider: Spanned::new(0..0, "none".into()),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawUrgency {
+    pub rules: Vec<RawUrgencyRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUrgencyRule {
+    pub source: Option<Spanned<String>>,
+    pub channel: Option<String>,
+    pub trust: Option<Spanned<String>>,
+    pub field: Option<Spanned<String>>,
+    pub equals: Option<serde_json::Value>,
+    pub urgency: Spanned<String>,
+}
+
+/// Parses the document into the raw structs; type errors and unknown keys name the key path.
+pub(crate) fn parse(text: &str) -> Result<RawConfig, ConfigError> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| syntax_error(text, &e))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let mut key = e.path().to_string();
+        let inner = e.inner();
+        let message = inner.message().trim().to_owned();
+        // serde reports an unknown key against its parent table; name the key itself.
+        if let Some(name) = message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            key = if key == "." || key.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{key}.{name}")
+            };
+        }
+        let line = inner.span().map(|span| line_of(text, span.start));
+        ConfigError::invalid(key, line, message)
+    })
+}
+
+fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
+    let line = error.span().map(|span| line_of(text, span.start));
+    let key = error
+        .span()
+        .and_then(|span| text.get(span))
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && s.len() < 80)
+        .unwrap_or_else(|| "(syntax)".to_owned());
+    ConfigError::invalid(
+        key,
+        line,
+        format!("TOML syntax: {}", error.message().trim()),
+    )
+}

@@ -1,0 +1,156 @@
+use super::*;
+
+fn error_of(text: &str) -> String {
+    Config::from_toml(text, Some(Path::new("steward.toml")))
+        .expect_err("config should be rejected")
+        .to_string()
+}
+
+#[test]
+fn the_commented_default_config_equals_the_embedded_defaults() {
+    let from_file = Config::from_toml(DEFAULT_CONFIG_TOML, None).unwrap();
+    assert_eq!(from_file, Config::default());
+    assert_eq!(from_file.daemon.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(from_file.lanes.max_parallel, 4);
+    assert_eq!(from_file.model.provider, ModelProvider::None);
+    assert_eq!(
+        from_file.inbox.dedupe_retention,
+        Duration::from_secs(30 * 86_400)
+    );
+}
+
+#[test]
+fn the_commented_example_rule_is_valid_when_uncommented() {
+    // Everything from the example rule's table header on is the commented example.
+    let example_at = DEFAULT_CONFIG_TOML.find("# [[urgency.rules]]").unwrap();
+    let (head, example) = DEFAULT_CONFIG_TOML.split_at(example_at);
+    let uncommented = example
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .fold(head.to_owned(), |acc, l| acc + l + "\n");
+    let config = Config::from_toml(&uncommented, None).unwrap();
+    assert_eq!(config.urgency_rules.len(), 1);
+    assert_eq!(
+        config.urgency_rules[0].urgency,
+        steward_events::Urgency::Cancel
+    );
+}
+
+#[test]
+fn errors_name_the_key_and_the_line() {
+    let table: &[(&str, &str, &str)] = &[
+        (
+            "[daemon]\nshutdown_grace_secs = 5\nshutdown_grace = 3\n",
+            "daemon.shutdown_grace",
+            ":3:",
+        ),
+        (
+            "[daemon]\nshutdown_grace_secs = \"ten\"\n",
+            "daemon.shutdown_grace_secs",
+            ":2:",
+        ),
+        (
+            "[daemon]\nshutdown_grace_secs = 0\n",
+            "daemon.shutdown_grace_secs",
+            ":2:",
+        ),
+        (
+            "\n\n[lanes]\nmax_parallel = -1\n",
+            "lanes.max_parallel",
+            ":4:",
+        ),
+        ("[model]\nprovider = \"gpt\"\n", "model.provider", ":2:"),
+        (
+            "[daemon]\nlog_format = \"xml\"\n",
+            "daemon.log_format",
+            ":2:",
+        ),
+        ("[inbox]\ncapacity = 0\n", "inbox.capacity", ":2:"),
+        ("colour = 1\n", "colour", ":1:"),
+        ("[bogus]\nx = 1\n", "bogus", ":1:"),
+        (
+            "[[urgency.rules]]\nurgency = \"cancel\"\n\n[[urgency.rules]]\nsource = \"pager\"\nurgency = \"cancel\"\n",
+            "urgency.rules[1].source",
+            ":5:",
+        ),
+        (
+            "[[urgency.rules]]\nurgency = \"now\"\n",
+            "urgency.rules[0].urgency",
+            ":2:",
+        ),
+        ("[[urgency.rules]]\nsource = \"user\"\n", "urgency", ""),
+        (
+            "[[urgency.rules]]\nurgency = \"queue\"\nequals = \"x\"\n",
+            "urgency.rules[0].equals",
+            "",
+        ),
+        ("[daemon\n", "", ":1:"),
+    ];
+    for (text, key, line) in table {
+        let message = error_of(text);
+        assert!(message.contains(&format!("`{key}")), "{text:?}: {message}");
+        assert!(
+            message.contains(line),
+            "{text:?} should point at line {line}: {message}"
+        );
+        assert!(message.starts_with("steward.toml"), "{message}");
+    }
+}
+
+#[test]
+fn a_full_config_resolves() {
+    let text = r#"
+[daemon]
+shutdown_grace_secs = 3
+socket_path = "/tmp/s.sock"
+log_format = "json"
+
+[inbox]
+dedupe_retention_days = 1
+capacity = 5
+
+[dispatcher]
+max_rounds_per_step = 2
+
+[lanes]
+max_parallel = 1
+
+[[urgency.rules]]
+source = "webhook"
+channel = "webhook:*-alerts"
+trust = "untrusted"
+urgency = "cancel"
+
+[[urgency.rules]]
+field = "text"
+equals = "stop"
+urgency = "cancel"
+"#;
+    let config = Config::from_toml(text, None).unwrap();
+    assert_eq!(config.daemon.log_format, LogFormat::Json);
+    assert_eq!(
+        config.daemon.socket_path,
+        Some(PathBuf::from("/tmp/s.sock"))
+    );
+    assert_eq!(config.inbox.capacity, 5);
+    assert_eq!(config.urgency_rules.len(), 2);
+    assert_eq!(
+        config.urgency_rules[0].source,
+        Some(steward_events::Source::Webhook)
+    );
+    assert_eq!(
+        config.urgency_rules[1]
+            .field
+            .as_ref()
+            .map(|f| f.path.as_str()),
+        Some("text")
+    );
+}
+
+#[test]
+fn a_missing_file_means_defaults_and_an_unreadable_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(Config::load(&dir.path().join("absent.toml")).unwrap(), None);
+    let err = Config::load(dir.path()).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+}

@@ -1,0 +1,173 @@
+//! From the raw file to a validated [`Config`]: ranges, enumerations and cross-checks, each
+//! error pointing at the key and its line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use steward_events::{FieldMatch, Source, Trust, Urgency, UrgencyRule};
+use toml::Spanned;
+
+use crate::error::{ConfigError, line_of};
+use crate::raw::{RawConfig, RawUrgencyRule};
+use crate::{
+    Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat, ModelConfig,
+    ModelProvider,
+};
+
+pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
+    let at = |span: std::ops::Range<usize>| (span != (0..0)).then(|| line_of(text, span.start));
+    let in_range = |key: &str, value: &Spanned<u64>, min: u64, max: u64| {
+        let v = *value.get_ref();
+        if (min..=max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(ConfigError::invalid(
+                key,
+                at(value.span()),
+                format!("{v} is out of range; expected {min}..={max}"),
+            ))
+        }
+    };
+
+    let daemon = DaemonConfig {
+        shutdown_grace: Duration::from_secs(in_range(
+            "daemon.shutdown_grace_secs",
+            &raw.daemon.shutdown_grace_secs,
+            1,
+            3600,
+        )?),
+        socket_path: match &raw.daemon.socket_path {
+            Some(path) if path.get_ref().is_empty() => {
+                return Err(ConfigError::invalid(
+                    "daemon.socket_path",
+                    at(path.span()),
+                    "must not be empty (leave it out for the default)",
+                ));
+            }
+            Some(path) => Some(PathBuf::from(path.get_ref())),
+            None => None,
+        },
+        log_format: match raw.daemon.log_format.get_ref().as_str() {
+            "pretty" => LogFormat::Pretty,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(ConfigError::invalid(
+                    "daemon.log_format",
+                    at(raw.daemon.log_format.span()),
+                    format!("{other:?} is not a log format; expected \"pretty\" or \"json\""),
+                ));
+            }
+        },
+    };
+    let inbox = InboxConfig {
+        dedupe_retention: Duration::from_secs(
+            in_range(
+                "inbox.dedupe_retention_days",
+                &raw.inbox.dedupe_retention_days,
+                1,
+                3650,
+            )? * 86_400,
+        ),
+        capacity: in_range("inbox.capacity", &raw.inbox.capacity, 1, 10_000_000)? as usize,
+    };
+    let dispatcher = DispatcherConfig {
+        max_rounds_per_step: in_range(
+            "dispatcher.max_rounds_per_step",
+            &raw.dispatcher.max_rounds_per_step,
+            1,
+            1000,
+        )? as u32,
+    };
+    let lanes = LaneConfig {
+        max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
+    };
+    let model = ModelConfig {
+        provider: match raw.model.provider.get_ref().as_str() {
+            "none" => ModelProvider::None,
+            other => {
+                return Err(ConfigError::invalid(
+                    "model.provider",
+                    at(raw.model.provider.span()),
+                    format!(
+                        "{other:?} is not a supported provider in this build; expected \"none\""
+                    ),
+                ));
+            }
+        },
+    };
+    let urgency_rules = raw
+        .urgency
+        .rules
+        .into_iter()
+        .enumerate()
+        .map(|(i, rule)| resolve_rule(i, rule, &at))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    Ok(Config {
+        daemon,
+        inbox,
+        dispatcher,
+        lanes,
+        model,
+        urgency_rules,
+    })
+}
+
+fn resolve_rule(
+    index: usize,
+    rule: RawUrgencyRule,
+    at: &dyn Fn(std::ops::Range<usize>) -> Option<usize>,
+) -> Result<UrgencyRule, ConfigError> {
+    let key = |name: &str| format!("urgency.rules[{index}].{name}");
+    let enumerated = |name: &str, value: &Spanned<String>, allowed: &[&str]| {
+        ConfigError::invalid(
+            key(name),
+            at(value.span()),
+            format!("{:?} is not one of {}", value.get_ref(), allowed.join(", ")),
+        )
+    };
+    let source = match &rule.source {
+        Some(s) => Some(Source::parse(s.get_ref()).ok_or_else(|| {
+            let names: Vec<&str> = Source::ALL.iter().map(|s| s.as_str()).collect();
+            enumerated("source", s, &names)
+        })?),
+        None => None,
+    };
+    let trust = match &rule.trust {
+        Some(t) => Some(
+            Trust::parse(t.get_ref())
+                .ok_or_else(|| enumerated("trust", t, &["owner", "trusted", "untrusted"]))?,
+        ),
+        None => None,
+    };
+    let urgency = Urgency::parse(rule.urgency.get_ref())
+        .ok_or_else(|| enumerated("urgency", &rule.urgency, &["cancel", "queue", "parallel"]))?;
+    let field = match (rule.field, rule.equals) {
+        (Some(path), Some(equals)) if !path.get_ref().is_empty() => Some(FieldMatch {
+            path: path.into_inner(),
+            equals,
+        }),
+        (Some(path), _) => {
+            return Err(ConfigError::invalid(
+                key("field"),
+                at(path.span()),
+                "needs a non-empty path and an `equals` value",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                key("equals"),
+                None,
+                "`equals` needs `field` (the payload path to compare)",
+            ));
+        }
+        (None, None) => None,
+    };
+    Ok(UrgencyRule {
+        source,
+        channel: rule.channel,
+        trust,
+        field,
+        urgency,
+    })
+}

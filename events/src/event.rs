@@ -1,0 +1,190 @@
+//! The [`Event`]: the one shape every channel's input takes before anything reasons about it,
+//! and the terminal [`EventState`] each event must reach.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::id::EventId;
+use crate::trajectory::TrajectoryId;
+use crate::urgency::Urgency;
+
+/// Which kind of actor produced the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Timer,
+    Watch,
+    Email,
+    Webhook,
+    User,
+    System,
+    /// The summary of a side lane, coming back to the main trajectory.
+    Lane,
+}
+
+impl Source {
+    pub const ALL: [Source; 7] = [
+        Source::Timer,
+        Source::Watch,
+        Source::Email,
+        Source::Webhook,
+        Source::User,
+        Source::System,
+        Source::Lane,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Timer => "timer",
+            Source::Watch => "watch",
+            Source::Email => "email",
+            Source::Webhook => "webhook",
+            Source::User => "user",
+            Source::System => "system",
+            Source::Lane => "lane",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// How far the content of an event may be trusted; decides taint and policy downstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    Owner,
+    Trusted,
+    Untrusted,
+}
+
+impl Trust {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trust::Owner => "owner",
+            Trust::Trusted => "trusted",
+            Trust::Untrusted => "untrusted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Trust::Owner, Trust::Trusted, Trust::Untrusted]
+            .into_iter()
+            .find(|t| t.as_str() == text)
+    }
+}
+
+/// Who sent the event and how that was established.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    /// e.g. `uid:1000`, an email address, a webhook route name.
+    pub identity: String,
+    /// e.g. `unix-socket-peer`, `dkim+dmarc`, `hmac-sha256`.
+    pub authenticated_by: String,
+}
+
+/// The typed content of an event. Channels added later bring their own variants.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Payload {
+    /// A message typed by a person (socket, chat).
+    Message { text: String },
+    /// What a side lane concluded about the event it ran for.
+    LaneResult { origin: EventId, summary: String },
+    /// Something the daemon itself reports.
+    Notice { text: String },
+}
+
+impl Payload {
+    /// The text the brain reads for this payload.
+    pub fn text(&self) -> &str {
+        match self {
+            Payload::Message { text } | Payload::Notice { text } => text,
+            Payload::LaneResult { summary, .. } => summary,
+        }
+    }
+}
+
+/// One input, normalised. Created by a channel actor, made durable by the inbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: EventId,
+    pub source: Source,
+    /// e.g. `user:socket`, `email:inbox`, `cron:morning-brief`, `lane:<event id>`.
+    pub channel: String,
+    pub received_at: DateTime<Utc>,
+    pub occurred_at: DateTime<Utc>,
+    pub sender: Sender,
+    pub trust: Trust,
+    /// Correlation: email thread, chat conversation, job id.
+    pub thread: Option<String>,
+    /// Same key within the retention window → recorded as a duplicate, not processed.
+    pub dedupe_key: Option<String>,
+    /// What the sender asked for, if anything; only the owner's request is honoured.
+    pub requested_urgency: Option<Urgency>,
+    /// The urgency the classifier decided.
+    pub urgency: Urgency,
+    pub payload: Payload,
+}
+
+impl Event {
+    /// A new event received now, with urgency set to the source's default until classified.
+    pub fn new(
+        source: Source,
+        channel: impl Into<String>,
+        sender: Sender,
+        trust: Trust,
+        payload: Payload,
+    ) -> Self {
+        let now = Utc::now();
+        Self {
+            id: EventId::generate(),
+            source,
+            channel: channel.into(),
+            received_at: now,
+            occurred_at: now,
+            sender,
+            trust,
+            thread: None,
+            dedupe_key: None,
+            requested_urgency: None,
+            urgency: Urgency::default_for(source),
+            payload,
+        }
+    }
+}
+
+/// Where an event is in its life. Every accepted event ends in exactly one terminal state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EventState {
+    /// Durable in the inbox, not yet merged.
+    Pending,
+    /// Part of a trajectory at `seq`.
+    Merged { trajectory: TrajectoryId, seq: u64 },
+    /// Same dedupe key as an earlier event; not processed.
+    Duplicate { of: EventId },
+    /// Refused, with the reason (the sender is told where the channel allows).
+    Rejected { reason: String },
+    /// Could not be processed, with the error.
+    Dead { error: String },
+}
+
+impl EventState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventState::Pending => "pending",
+            EventState::Merged { .. } => "merged",
+            EventState::Duplicate { .. } => "duplicate",
+            EventState::Rejected { .. } => "rejected",
+            EventState::Dead { .. } => "dead",
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, EventState::Pending)
+    }
+
+    pub const NAMES: [&'static str; 5] = ["pending", "merged", "duplicate", "rejected", "dead"];
+}

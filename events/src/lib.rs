@@ -1,0 +1,21 @@
+//! Steward's vocabulary: what every input becomes ([`Event`]), how urgent it is ([`Urgency`],
+//! decided by [`classify_urgency`]), where it ends ([`EventState`]), and what the brain reads
+//! ([`TrajectoryItem`]).
+//!
+//! This crate is deliberately pure: no networking, no storage, no async runtime. Everything
+//! that decides something (urgency, step routing) is a plain function with table tests, so
+//! the daemon can stay a thin layer of wiring around it.
+
+mod event;
+mod id;
+mod routing;
+mod tool_call;
+mod trajectory;
+mod urgency;
+
+pub use event::{Event, EventState, Payload, Sender, Source, Trust};
+pub use id::{EventId, ParseIdError};
+pub use routing::{Route, route_event};
+pub use tool_call::{ToolCallRequest, ToolOutcome, ToolStatus};
+pub use trajectory::{ItemKind, TrajectoryId, TrajectoryItem};
+pub use urgency::{FieldMatch, Urgency, UrgencyRule, classify_urgency};

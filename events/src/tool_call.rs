@@ -1,0 +1,57 @@
+//! Tool calls and their outcomes as they appear in the trajectory. The tool layer executes
+//! them; this crate only names them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::id::EventId;
+
+/// A request to run one tool, from the model, a rule, a slash command or the CLI.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    pub call_id: String,
+    pub tool: String,
+    pub args: Value,
+    /// The event whose handling asked for this call.
+    pub origin: Option<EventId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    /// The caller can act on it (unknown tool, invalid arguments, the tool's own failure).
+    Error,
+    /// The step's cancel token fired before the tool finished.
+    Cancelled,
+}
+
+/// What a tool call produced, as the caller sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutcome {
+    pub status: ToolStatus,
+    pub content: Value,
+}
+
+impl ToolOutcome {
+    pub fn ok(content: Value) -> Self {
+        Self {
+            status: ToolStatus::Ok,
+            content,
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Error,
+            content: Value::String(message.into()),
+        }
+    }
+
+    pub fn cancelled(content: Value) -> Self {
+        Self {
+            status: ToolStatus::Cancelled,
+            content,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The trajectory: the append-only conversation the brain sees. Items are numbered by `seq`
+//! within their trajectory (the main one, or a side lane's).
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{Sender, Source, Trust};
+use crate::id::EventId;
+use crate::tool_call::ToolStatus;
+use crate::urgency::Urgency;
+
+/// `main`, or `lane:<event id>` for the side lane that ran a PARALLEL event.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TrajectoryId(String);
+
+impl TrajectoryId {
+    pub fn main() -> Self {
+        Self("main".into())
+    }
+
+    pub fn lane(origin: EventId) -> Self {
+        Self(format!("lane:{origin}"))
+    }
+
+    pub fn is_main(&self) -> bool {
+        self.0 == "main"
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TrajectoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryItem {
+    pub seq: u64,
+    pub at: DateTime<Utc>,
+    /// The step this item belongs to (events carry the step they were merged for).
+    pub step: u64,
+    #[serde(flatten)]
+    pub kind: ItemKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ItemKind {
+    Event {
+        event_id: EventId,
+        source: Source,
+        channel: String,
+        sender: Sender,
+        trust: Trust,
+        urgency: Urgency,
+        text: String,
+    },
+    Assistant {
+        text: String,
+        /// The events this message answers; replies are routed back to their senders.
+        reply_to: Vec<EventId>,
+    },
+    ToolCall {
+        call_id: String,
+        tool: String,
+        args: Value,
+    },
+    ToolResult {
+        call_id: String,
+        tool: String,
+        status: ToolStatus,
+        result: Value,
+    },
+    StepStarted {
+        events: Vec<EventId>,
+    },
+    StepCompleted,
+    StepCancelled {
+        by: EventId,
+    },
+}
+
+impl ItemKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ItemKind::Event { .. } => "event",
+            ItemKind::Assistant { .. } => "assistant",
+            ItemKind::ToolCall { .. } => "tool_call",
+            ItemKind::ToolResult { .. } => "tool_result",
+            ItemKind::StepStarted { .. } => "step_started",
+            ItemKind::StepCompleted => "step_completed",
+            ItemKind::StepCancelled { .. } => "step_cancelled",
+        }
+    }
+}

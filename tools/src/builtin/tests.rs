@@ -1,0 +1,195 @@
+//! Tests that walk the registry and run the built-ins through the real pipeline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryId};
+use tokio_util::sync::CancellationToken;
+
+use super::builtins;
+use crate::registry::{ToolFuture, ToolHandler};
+use crate::{
+    Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolError, ToolPipeline,
+};
+
+fn ctx() -> ExecutionContext {
+    ExecutionContext {
+        workspace_root: std::env::temp_dir(),
+        trajectory: TrajectoryId::main(),
+        origin_event: None,
+        call_id: String::new(),
+        cancel: CancellationToken::new(),
+    }
+}
+
+fn call(id: &str, tool: &str, args: Value) -> ToolCallRequest {
+    ToolCallRequest {
+        call_id: id.into(),
+        tool: tool.into(),
+        args,
+        origin: None,
+    }
+}
+
+fn pipeline() -> ToolPipeline {
+    ToolPipeline::new(Arc::new(builtins().build().unwrap()))
+}
+
+#[test]
+fn every_builtin_declares_a_complete_contract() {
+    let registry = builtins().build().unwrap();
+    let contracts: Vec<_> = registry.contracts().collect();
+    assert!(contracts.len() >= 2);
+    for c in contracts {
+        assert!(!c.description.is_empty(), "{} has no description", c.name);
+        assert_eq!(c.parameters["type"], "object", "{}", c.name);
+        assert!(jsonschema::meta::is_valid(&c.parameters), "{}", c.name);
+        assert!(c.result_budget > 0, "{}", c.name);
+        // Until confirmation exists, no built-in may be non-idempotent.
+        assert!(
+            c.idempotent,
+            "{} is non-idempotent but nothing confirms it yet",
+            c.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn invalid_arguments_are_reported_not_fixed() {
+    let p = pipeline();
+    let table = [
+        (json!({}), "secs"),
+        (json!({"secs": "5"}), "number"),
+        (json!({"secs": -1}), "minimum"),
+        (json!({"secs": 1, "extra": true}), "extra"),
+    ];
+    for (args, hint) in table {
+        let out = p.execute(&call("c", "sleep", args.clone()), &ctx()).await;
+        assert_eq!(out.status, ToolStatus::Error, "{args}");
+        let text = out.content.as_str().unwrap();
+        assert!(text.contains("invalid arguments for `sleep`"), "{text}");
+        assert!(text.contains(hint), "{args}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_and_disabled_tools_are_refused_at_execution() {
+    let out = pipeline()
+        .execute(&call("c", "nope", json!({})), &ctx())
+        .await;
+    assert_eq!(out, ToolOutcome::error("unknown tool `nope`"));
+
+    let registry = builtins().disable("echo").build().unwrap();
+    assert!(registry.specs(false).iter().all(|s| s.name != "echo"));
+    let p = ToolPipeline::new(Arc::new(registry));
+    let out = p
+        .execute(&call("c", "echo", json!({"text": "x"})), &ctx())
+        .await;
+    assert_eq!(out, ToolOutcome::error("tool `echo` is disabled"));
+}
+
+#[test]
+fn broken_declarations_fail_the_build() {
+    let mut bad_schema = super::echo::contract();
+    bad_schema.parameters = json!({"type": "object", "properties": {"x": {"type": 7}}});
+    let err = crate::ToolRegistryBuilder::new()
+        .register(bad_schema, super::echo::Echo)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidSchema { .. }), "{err}");
+
+    let err = builtins()
+        .register(super::echo::contract(), super::echo::Echo)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, ToolError::DuplicateTool(ref n) if n == "echo"),
+        "{err}"
+    );
+
+    let err = builtins().disable("nope").build().unwrap_err();
+    assert!(matches!(err, ToolError::UnknownTool(_)), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sleep_returns_early_with_a_cancelled_result() {
+    let ctx = ctx();
+    let cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        cancel.cancel();
+    });
+    let out = pipeline()
+        .execute(&call("c", "sleep", json!({"secs": 60})), &ctx)
+        .await;
+    assert_eq!(out.status, ToolStatus::Cancelled);
+    let slept = out.content["slept_secs"].as_f64().unwrap();
+    assert!((1.9..2.1).contains(&slept), "slept {slept}");
+}
+
+/// A tool that records when it starts and ends, to observe batch parallelism.
+struct Probe {
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ToolHandler for Probe {
+    fn call<'a>(&'a self, args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let id = args["id"].as_str().unwrap_or("?").to_owned();
+            self.log.lock().unwrap().push(format!("start {id}"));
+            tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+            self.log.lock().unwrap().push(format!("end {id}"));
+            ToolOutcome::ok(json!(id))
+        })
+    }
+}
+
+fn probe_contract(name: &str, concurrency: Concurrency) -> ToolContract {
+    ToolContract {
+        name: name.into(),
+        description: "probe".into(),
+        parameters: json!({"type": "object"}),
+        side_effect: SideEffect::ReadOnly,
+        idempotent: true,
+        concurrency,
+        tier: Tier::Core,
+        groups: vec![],
+        usage_guidance: None,
+        search_hint: None,
+        result_budget: 100,
+        disableable: true,
+        allowed_in_lane: true,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn safe_calls_run_together_unsafe_ones_alone_results_in_order() {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let registry = crate::ToolRegistryBuilder::new()
+        .register(
+            probe_contract("safe", Concurrency::Safe),
+            Probe { log: log.clone() },
+        )
+        .register(
+            probe_contract("unsafe", Concurrency::Unsafe),
+            Probe { log: log.clone() },
+        )
+        .build()
+        .unwrap();
+    let p = ToolPipeline::new(Arc::new(registry));
+    let calls = vec![
+        call("1", "safe", json!({"id": "a", "ms": 30})),
+        call("2", "safe", json!({"id": "b", "ms": 10})),
+        call("3", "unsafe", json!({"id": "c", "ms": 5})),
+        call("4", "safe", json!({"id": "d", "ms": 1})),
+    ];
+    let outcomes = p.execute_batch(&calls, &ctx()).await;
+    let ids: Vec<Value> = outcomes.into_iter().map(|o| o.content).collect();
+    assert_eq!(ids, vec![json!("a"), json!("b"), json!("c"), json!("d")]);
+    let log = log.lock().unwrap().clone();
+    // a and b overlap (b ends before a), c starts only after both ended.
+    assert_eq!(&log[..2], ["start a", "start b"]);
+    assert_eq!(&log[2..4], ["end b", "end a"]);
+    assert_eq!(&log[4..], ["start c", "end c", "start d", "end d"]);
+}

@@ -1,0 +1,32 @@
+//! What a tool receives besides its arguments. Everything a tool may touch comes through
+//! here — no globals — so tests can run tools in isolation and lanes can narrow it.
+
+use std::path::PathBuf;
+
+use steward_events::{EventId, TrajectoryId};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Debug)]
+pub struct ExecutionContext {
+    /// The directory file tools work in.
+    pub workspace_root: PathBuf,
+    /// The trajectory the call belongs to (`main` or a lane).
+    pub trajectory: TrajectoryId,
+    /// The event whose handling asked for the call.
+    pub origin_event: Option<EventId>,
+    /// The id of this call within its step.
+    pub call_id: String,
+    /// Fires when the step is cancelled. Read-only tools are aborted when it fires; tools with
+    /// side effects watch it themselves and finish what they began.
+    pub cancel: CancellationToken,
+}
+
+impl ExecutionContext {
+    pub fn for_call(&self, call_id: &str, origin_event: Option<EventId>) -> Self {
+        Self {
+            call_id: call_id.to_owned(),
+            origin_event: origin_event.or(self.origin_event),
+            ..self.clone()
+        }
+    }
+}

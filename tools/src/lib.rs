@@ -1,0 +1,26 @@
+//! Steward's tool layer. A tool is a contract declared once, as data ([`ToolContract`]),
+//! plus a handler; the [`ToolRegistry`] built from them yields both what the model is shown
+//! ([`ToolSpec`]) and what runs. Every call, whoever made it (model, rule, slash command,
+//! CLI), goes through the one [`ToolPipeline`], and the runtime — not the caller — decides
+//! what runs in parallel ([`partition_batches`]).
+//!
+//! What exists today: lookup with the disabled check at execution time, argument validation
+//! against the JSON Schema (arguments are never rewritten), execution with an
+//! [`ExecutionContext`] that carries the step's cancel token, and the batch scheduler.
+//! Command safety, policy, read-before-write, the idempotency ledger, confirmation and the
+//! result budget are later stages of the same pipeline.
+
+mod batch;
+pub mod builtin;
+mod context;
+mod contract;
+mod error;
+mod pipeline;
+mod registry;
+
+pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
+pub use context::ExecutionContext;
+pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
+pub use error::ToolError;
+pub use pipeline::ToolPipeline;
+pub use registry::{ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};

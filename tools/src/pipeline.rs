@@ -1,0 +1,132 @@
+//! The execution pipeline every call goes through, in order: lookup (disabled tools are
+//! refused here too, not only hidden), argument validation (never rewritten), then execution
+//! under the step's cancel token. Later stages (safety, policy, ledger, confirmation, result
+//! budget) slot in between validation and execution.
+//!
+//! Cancellation: a read-only call is abandoned the moment the token fires (nothing in the
+//! world is half-done by dropping it); a call with side effects is left to finish and record
+//! its outcome — its handler sees the token and decides how to stop cleanly.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use steward_events::{ToolCallRequest, ToolOutcome};
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
+use crate::context::ExecutionContext;
+use crate::contract::SideEffect;
+use crate::registry::ToolRegistry;
+
+#[derive(Clone, Debug)]
+pub struct ToolPipeline {
+    registry: Arc<ToolRegistry>,
+}
+
+impl ToolPipeline {
+    pub fn new(registry: Arc<ToolRegistry>) -> Self {
+        Self { registry }
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// Runs one call through every stage.
+    pub async fn execute(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
+        let Some(tool) = self.registry.get(&call.tool) else {
+            return ToolOutcome::error(format!("unknown tool `{}`", call.tool));
+        };
+        if self.registry.is_disabled(&call.tool) {
+            return ToolOutcome::error(format!("tool `{}` is disabled", call.tool));
+        }
+        let problems: Vec<String> = tool
+            .validator
+            .iter_errors(&call.args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at {at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return ToolOutcome::error(format!(
+                "invalid arguments for `{}`: {}",
+                call.tool,
+                problems.join("; ")
+            ));
+        }
+        if ctx.cancel.is_cancelled() {
+            return ToolOutcome::cancelled(json!("not started: the step was cancelled"));
+        }
+
+        let ctx = ctx.for_call(&call.call_id, call.origin);
+        debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
+        let run = tool.handler.call(&call.args, &ctx);
+        if tool.contract.side_effect != SideEffect::ReadOnly {
+            return run.await;
+        }
+        tokio::select! {
+            biased;
+            outcome = run => outcome,
+            () = ctx.cancel.cancelled() => {
+                ToolOutcome::cancelled(json!("aborted: the step was cancelled"))
+            }
+        }
+    }
+
+    /// Runs the calls of one step: consecutive concurrency-safe calls together (at most
+    /// [`MAX_PARALLEL_CALLS`] at a time), every other call alone. Outcomes come back in the
+    /// order of `calls`.
+    pub async fn execute_batch(
+        &self,
+        calls: &[ToolCallRequest],
+        ctx: &ExecutionContext,
+    ) -> Vec<ToolOutcome> {
+        let safe: Vec<bool> = calls
+            .iter()
+            .map(|c| self.registry.is_concurrency_safe(&c.tool, &c.args))
+            .collect();
+        let mut outcomes = Vec::with_capacity(calls.len());
+        for range in partition_batches(&safe) {
+            if range.len() == 1 {
+                outcomes.push(self.execute(&calls[range.start], ctx).await);
+                continue;
+            }
+            for chunk in calls[range].chunks(MAX_PARALLEL_CALLS) {
+                outcomes.extend(self.execute_parallel(chunk, ctx).await);
+            }
+        }
+        outcomes
+    }
+
+    async fn execute_parallel(
+        &self,
+        calls: &[ToolCallRequest],
+        ctx: &ExecutionContext,
+    ) -> Vec<ToolOutcome> {
+        let mut set = JoinSet::new();
+        for (index, call) in calls.iter().cloned().enumerate() {
+            let pipeline = self.clone();
+            let ctx = ctx.clone();
+            set.spawn(async move { (index, pipeline.execute(&call, &ctx).await) });
+        }
+        let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((index, outcome)) => outcomes[index] = Some(outcome),
+                Err(e) => warn!(error = %e, "tool task failed"),
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| ToolOutcome::error("the tool crashed; see the daemon log"))
+            })
+            .collect()
+    }
+}
