@@ -1,1 +1,19 @@
+//! The Steward daemon: the inbox and trajectories ([`store`]), the dispatcher that turns
+//! events into steps ([`dispatcher`]), the brain ([`brain`]), channel actors ([`channels`]),
+//! the control-socket protocol and its client, and the supervisor that wires them ([`daemon`]).
+//! The `steward` binary is a thin CLI over this library.
 
+pub mod brain;
+pub mod channels;
+pub mod cli;
+pub mod client;
+pub mod daemon;
+pub mod dispatcher;
+pub mod instance_lock;
+pub mod logging;
+pub mod notify;
+pub mod paths;
+pub mod protocol;
+pub mod replies;
+pub mod status;
+pub mod store;

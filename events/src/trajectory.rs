@@ -84,7 +84,9 @@ pub enum ItemKind {
     },
     StepCompleted,
     StepCancelled {
-        by: EventId,
+        /// The CANCEL event that stopped the step; `None` when a restart interrupted it.
+        by: Option<EventId>,
+        reason: String,
     },
 }
 

@@ -1,0 +1,61 @@
+//! The brain: given the step so far and the visible tools, it answers with messages and/or
+//! tool calls. The dispatcher's step loop ([`crate::dispatcher`]) drives it; providers that
+//! talk to an LLM implement the same trait. [`NoneBrain`] is the brain without a model.
+
+mod none;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use steward_events::{Event, EventId, ToolCallRequest, ToolOutcome, TrajectoryId, TrajectoryItem};
+use steward_tools::ToolSpec;
+
+pub use none::NoneBrain;
+
+/// What the brain sees for one round of a step.
+#[derive(Debug)]
+pub struct BrainInput<'a> {
+    pub trajectory: &'a TrajectoryId,
+    pub step: u64,
+    /// The events merged for this step, in arrival order.
+    pub events: &'a [Event],
+    /// Every item of this step so far (events, messages, calls, results).
+    pub step_items: &'a [TrajectoryItem],
+    /// The calls of the previous round with their outcomes; empty in the first round.
+    pub last_round: &'a [(ToolCallRequest, ToolOutcome)],
+    pub tools: &'a [ToolSpec],
+}
+
+/// A message for the owner; routed back to whoever sent the events it answers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AssistantMessage {
+    pub text: String,
+    pub reply_to: Vec<EventId>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BrainTurn {
+    pub messages: Vec<AssistantMessage>,
+    /// Empty: the step is done.
+    pub tool_calls: Vec<ToolCallRequest>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrainError {
+    #[error("the model is unavailable: {0}")]
+    Unavailable(String),
+}
+
+pub type BrainFuture<'a> = Pin<Box<dyn Future<Output = Result<BrainTurn, BrainError>> + Send + 'a>>;
+
+pub trait Brain: Send + Sync + fmt::Debug + 'static {
+    /// Shown in `steward status`.
+    fn name(&self) -> &'static str;
+    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a>;
+}
+
+/// A fresh, unique id for a tool call.
+pub fn new_call_id() -> String {
+    format!("call_{}", ulid::Ulid::generate())
+}

@@ -1,0 +1,146 @@
+//! The brain used when no model is configured. It still gives the owner a working daemon:
+//! slash commands run through the same tool pipeline as a model's calls would, and plain
+//! text gets a short answer saying what is missing instead of silence.
+//!
+//! Commands: `/help`, `/status`, `/tool NAME {json-args}` (arguments default to `{}`).
+//! Events from side lanes get no answer: nobody is waiting on them.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus};
+
+use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
+use crate::status::StatusBoard;
+
+pub const NO_MODEL_REPLY: &str = "No model is configured ([model] provider = \"none\"), so I can only run commands. Send /help to see them.";
+
+const HELP: &str = "Commands:\n  /help                 this text\n  /status               what the daemon is doing\n  /tool NAME {json}     run a tool, e.g. /tool echo {\"text\":\"hi\"} or /tool sleep {\"secs\":5}\nConfigure [model] in the config file to talk to an LLM.";
+
+#[derive(Debug)]
+pub struct NoneBrain {
+    status: Arc<StatusBoard>,
+}
+
+impl NoneBrain {
+    pub fn new(status: Arc<StatusBoard>) -> Self {
+        Self { status }
+    }
+
+    fn answer(&self, event: &Event, turn: &mut BrainTurn) {
+        if event.source == Source::Lane {
+            return;
+        }
+        let text = event.payload.text().trim();
+        let reply = |text: String| AssistantMessage {
+            text,
+            reply_to: vec![event.id],
+        };
+        let command = text.split_whitespace().next().unwrap_or("");
+        match command {
+            "/help" => turn.messages.push(reply(HELP.to_owned())),
+            "/status" => turn.messages.push(reply(self.status.summary())),
+            "/tool" => match parse_tool_command(text) {
+                Ok((tool, args)) => turn.tool_calls.push(ToolCallRequest {
+                    call_id: new_call_id(),
+                    tool,
+                    args,
+                    origin: Some(event.id),
+                }),
+                Err(problem) => turn.messages.push(reply(problem)),
+            },
+            c if c.starts_with('/') => turn.messages.push(reply(format!(
+                "Unknown command {c}. Send /help to see the commands."
+            ))),
+            _ => turn.messages.push(reply(NO_MODEL_REPLY.to_owned())),
+        }
+    }
+}
+
+impl Brain for NoneBrain {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
+        Box::pin(async move {
+            let mut turn = BrainTurn::default();
+            if input.last_round.is_empty() {
+                for event in input.events {
+                    self.answer(event, &mut turn);
+                }
+            } else {
+                turn.messages = input
+                    .last_round
+                    .iter()
+                    .map(|(call, outcome)| AssistantMessage {
+                        text: describe_outcome(&call.tool, outcome),
+                        reply_to: call.origin.into_iter().collect(),
+                    })
+                    .collect();
+            }
+            Ok(turn)
+        })
+    }
+}
+
+/// `/tool NAME {json}` → (NAME, args). The arguments are passed on exactly as written.
+fn parse_tool_command(text: &str) -> Result<(String, Value), String> {
+    let rest = text.strip_prefix("/tool").unwrap_or(text).trim_start();
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() {
+        return Err("Usage: /tool NAME {json-args}".to_owned());
+    }
+    let args = args.trim();
+    let args = if args.is_empty() {
+        Value::Object(Default::default())
+    } else {
+        serde_json::from_str(args)
+            .map_err(|e| format!("The arguments for `{name}` are not valid JSON: {e}"))?
+    };
+    Ok((name.to_owned(), args))
+}
+
+fn describe_outcome(tool: &str, outcome: &ToolOutcome) -> String {
+    let content = match &outcome.content {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match outcome.status {
+        ToolStatus::Ok => format!("{tool}: {content}"),
+        ToolStatus::Error => format!("{tool} failed: {content}"),
+        ToolStatus::Cancelled => format!("{tool} was cancelled: {content}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_commands_parse_or_explain() {
+        let table: &[(&str, Result<(&str, Value), &str>)] = &[
+            (
+                "/tool echo {\"text\":\"hi\"}",
+                Ok(("echo", json!({"text": "hi"}))),
+            ),
+            (
+                "/tool sleep   {\"secs\": 1}",
+                Ok(("sleep", json!({"secs": 1}))),
+            ),
+            ("/tool status", Ok(("status", json!({})))),
+            ("/tool", Err("Usage")),
+            ("/tool echo {text}", Err("not valid JSON")),
+        ];
+        for (text, expected) in table {
+            match (parse_tool_command(text), expected) {
+                (Ok((name, args)), Ok((n, a))) => {
+                    assert_eq!((name.as_str(), &args), (*n, a), "{text}");
+                }
+                (Err(message), Err(hint)) => assert!(message.contains(hint), "{text}: {message}"),
+                (got, _) => panic!("{text}: unexpected {got:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! The user channel: a Unix control socket (mode 0600) speaking the line protocol of
+//! [`crate::protocol`]. Whoever connects is the owner: the socket is only reachable by the
+//! daemon's own user, and each peer's uid is checked against the data dir's owner anyway.
+//!
+//! Messages are validated here: empty or oversized text is recorded as a `rejected` event and
+//! the client is told why. Everything else is classified (urgency rules) and submitted; the
+//! client gets `accepted` only once the event is durable.
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use steward_events::{
+    Event, EventId, Payload, Sender, Source, Trust, Urgency, UrgencyRule, classify_urgency,
+};
+use steward_tools::ToolRegistry;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::protocol::{ChatLine, EventRow, Request, Response};
+use crate::replies::{Announcement, ReplyHub};
+use crate::status::StatusBoard;
+use crate::store::{Inbox, Trajectory};
+
+/// Longest message accepted from the socket.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+#[derive(Debug)]
+pub struct UserChannel {
+    pub socket_path: PathBuf,
+    pub owner_uid: u32,
+    pub inbox: Arc<Inbox>,
+    pub trajectory: Arc<Trajectory>,
+    pub tools: Arc<ToolRegistry>,
+    pub rules: Arc<Vec<UrgencyRule>>,
+    pub replies: ReplyHub,
+    pub status: Arc<StatusBoard>,
+}
+
+/// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
+/// daemon owns it) and restricts it to the owner.
+pub fn bind(path: &std::path::Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+impl UserChannel {
+    pub async fn run(self, listener: UnixListener, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        let sessions = TaskTracker::new();
+        this.status.set_channel("user", "listening");
+        info!(channel = "user", socket = %this.socket_path.display(), "control socket listening");
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let this = this.clone();
+                        let shutdown = shutdown.clone();
+                        sessions.spawn(async move { this.session(stream, shutdown).await });
+                    }
+                    Err(e) => warn!(channel = "user", error = %e, "accept failed"),
+                },
+            }
+        }
+        this.status.set_channel("user", "stopped");
+        sessions.close();
+        sessions.wait().await;
+        let _ = std::fs::remove_file(&this.socket_path);
+    }
+
+    async fn session(&self, stream: UnixStream, shutdown: CancellationToken) {
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == self.owner_uid => {}
+            Ok(cred) => {
+                warn!(
+                    channel = "user",
+                    uid = cred.uid(),
+                    "refused a control connection from another user"
+                );
+                return;
+            }
+            Err(e) => {
+                warn!(channel = "user", error = %e, "cannot read peer credentials; refusing");
+                return;
+            }
+        }
+        let (reader, writer) = stream.into_split();
+        let mut session = Session {
+            lines: BufReader::new(reader).lines(),
+            writer,
+        };
+        let first = tokio::select! {
+            () = shutdown.cancelled() => return,
+            line = session.lines.next_line() => line,
+        };
+        let request = match first {
+            Ok(Some(line)) => serde_json::from_str::<Request>(&line),
+            Ok(None) => return,
+            Err(e) => {
+                debug!(channel = "user", error = %e, "control connection failed");
+                return;
+            }
+        };
+        let result = match request {
+            Ok(request) => self.serve(request, &mut session, &shutdown).await,
+            Err(e) => {
+                session
+                    .write(&Response::Error {
+                        message: format!("bad request: {e}"),
+                    })
+                    .await
+            }
+        };
+        if let Err(e) = result {
+            debug!(channel = "user", error = %e, "control connection ended");
+        }
+    }
+
+    async fn serve(
+        &self,
+        request: Request,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        match request {
+            Request::Send {
+                text,
+                urgency,
+                wait,
+            } => {
+                let mut announcements = wait.then(|| self.replies.subscribe());
+                let accepted = self.accept_text(text, urgency, s).await?;
+                if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
+                    let mine = HashSet::from([id]);
+                    loop {
+                        let announcement = tokio::select! {
+                            () = shutdown.cancelled() => break,
+                            a = rx.recv() => a,
+                        };
+                        if forward(announcement, &mine, s).await?.is_some() {
+                            break;
+                        }
+                    }
+                }
+                s.write(&Response::End).await
+            }
+            Request::Chat => self.chat(s, shutdown).await,
+            Request::Status => {
+                s.write(&Response::Status {
+                    status: self.status.report(),
+                })
+                .await?;
+                s.write(&Response::End).await
+            }
+            Request::Events {
+                limit,
+                state,
+                follow,
+            } => self.events(limit, state, follow, s, shutdown).await,
+            Request::Trajectory { limit, follow } => {
+                self.trajectory(limit, follow, s, shutdown).await
+            }
+            Request::Tools => {
+                for contract in self.tools.contracts() {
+                    let mut tool = serde_json::to_value(contract).unwrap_or_default();
+                    tool["disabled"] = self.tools.is_disabled(&contract.name).into();
+                    s.write(&Response::Tool { tool }).await?;
+                }
+                s.write(&Response::End).await
+            }
+        }
+    }
+
+    /// Validates, classifies and submits one message; tells the client the outcome.
+    /// Returns the event id when the message was accepted for processing.
+    async fn accept_text(
+        &self,
+        text: String,
+        urgency: Option<Urgency>,
+        s: &mut Session,
+    ) -> std::io::Result<Option<EventId>> {
+        let mut event = Event::new(
+            Source::User,
+            "user:socket",
+            Sender {
+                identity: format!("uid:{}", self.owner_uid),
+                authenticated_by: "unix-socket-peer".into(),
+            },
+            Trust::Owner,
+            Payload::Message { text },
+        );
+        event.requested_urgency = urgency;
+        event.urgency = classify_urgency(&event, &self.rules);
+        let text = event.payload.text();
+        let refusal = if text.trim().is_empty() {
+            Some("empty message".to_owned())
+        } else if text.len() > MAX_MESSAGE_BYTES {
+            Some(format!(
+                "message of {} bytes is over the limit of {MAX_MESSAGE_BYTES}",
+                text.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            let event_id = match self.inbox.reject(event, reason.clone()).await {
+                Ok(submitted) => Some(submitted.id),
+                Err(e) => {
+                    warn!(channel = "user", error = %e, "could not record a rejected message");
+                    None
+                }
+            };
+            s.write(&Response::Rejected { event_id, reason }).await?;
+            return Ok(None);
+        }
+        match self.inbox.submit(event).await {
+            Ok(submitted) => {
+                s.write(&Response::Accepted {
+                    event_id: submitted.id,
+                    duplicate_of: submitted.duplicate_of,
+                })
+                .await?;
+                Ok(submitted.duplicate_of.is_none().then_some(submitted.id))
+            }
+            Err(e) => {
+                warn!(channel = "user", error = %e, "could not store a message");
+                s.write(&Response::Error {
+                    message: format!("the daemon could not store the message: {e}"),
+                })
+                .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn chat(&self, s: &mut Session, shutdown: &CancellationToken) -> std::io::Result<()> {
+        let mut announcements = self.replies.subscribe();
+        let mut mine = HashSet::new();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                line = s.lines.next_line() => {
+                    let Some(line) = line? else { return Ok(()) };
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    match serde_json::from_str::<ChatLine>(&line) {
+                        Ok(chat) => {
+                            if let Some(id) = self.accept_text(chat.text, chat.urgency, s).await? {
+                                mine.insert(id);
+                            }
+                        }
+                        Err(e) => s.write(&Response::Error { message: format!("bad chat line: {e}") }).await?,
+                    }
+                }
+                announcement = announcements.recv() => {
+                    if let Some(ended) = forward(announcement, &mine, s).await? {
+                        for id in ended {
+                            mine.remove(&id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn events(
+        &self,
+        limit: Option<usize>,
+        state: Option<String>,
+        follow: bool,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let mut changes = follow.then(|| self.inbox.subscribe());
+        let records = match self.inbox.list(limit, state.as_deref()) {
+            Ok(records) => records,
+            Err(e) => {
+                return s
+                    .write(&Response::Error {
+                        message: e.to_string(),
+                    })
+                    .await;
+            }
+        };
+        let mut shown = 0;
+        for record in &records {
+            s.write(&Response::Event {
+                event: EventRow::from(record),
+            })
+            .await?;
+            shown = shown.max(record.arrival);
+        }
+        let Some(changes) = changes.as_mut() else {
+            return s.write(&Response::End).await;
+        };
+        loop {
+            let change = tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            match change {
+                Ok(change) => {
+                    let record = change.0;
+                    // Skip what the listing above already showed in its final state.
+                    let already_shown = record.arrival <= shown && !record.state.is_terminal();
+                    if !already_shown && state.as_deref().is_none_or(|st| record.state.name() == st)
+                    {
+                        s.write(&Response::Event {
+                            event: EventRow::from(&record),
+                        })
+                        .await?;
+                    }
+                }
+                Err(RecvError::Lagged(n)) => {
+                    s.write(&Response::Error {
+                        message: format!("fell behind: {n} event changes not shown"),
+                    })
+                    .await?;
+                }
+                Err(RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+
+    async fn trajectory(
+        &self,
+        limit: Option<usize>,
+        follow: bool,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let mut appended = self.trajectory.watch();
+        let mut last = 0;
+        let items = match self.trajectory.list(limit) {
+            Ok(items) => items,
+            Err(e) => {
+                return s
+                    .write(&Response::Error {
+                        message: e.to_string(),
+                    })
+                    .await;
+            }
+        };
+        for item in items {
+            last = item.seq;
+            s.write(&Response::Item { item }).await?;
+        }
+        if !follow {
+            return s.write(&Response::End).await;
+        }
+        if last == 0 {
+            last = *appended.borrow_and_update();
+        }
+        loop {
+            let items = self.trajectory.after(last).map_err(std::io::Error::other)?;
+            for item in items {
+                last = item.seq;
+                s.write(&Response::Item { item }).await?;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = appended.changed() => if changed.is_err() { return Ok(()) },
+            }
+        }
+    }
+}
+
+/// Writes an announcement if it concerns `mine`. Returns the events whose step ended.
+async fn forward(
+    announcement: Result<Announcement, RecvError>,
+    mine: &HashSet<EventId>,
+    s: &mut Session,
+) -> std::io::Result<Option<Vec<EventId>>> {
+    match announcement {
+        Ok(Announcement::Reply { text, reply_to })
+            if reply_to.iter().any(|id| mine.contains(id)) =>
+        {
+            s.write(&Response::Reply { text, reply_to }).await?;
+        }
+        Ok(Announcement::StepEnded { events, outcome })
+            if events.iter().any(|id| mine.contains(id)) =>
+        {
+            s.write(&Response::StepEnded {
+                events: events.clone(),
+                outcome,
+            })
+            .await?;
+            return Ok(Some(events));
+        }
+        Ok(_) => {}
+        Err(RecvError::Lagged(n)) => {
+            s.write(&Response::Error {
+                message: format!("fell behind: {n} replies not shown (see `steward trajectory`)"),
+            })
+            .await?;
+        }
+        Err(RecvError::Closed) => return Ok(Some(Vec::new())),
+    }
+    Ok(None)
+}
+
+struct Session {
+    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    writer: OwnedWriteHalf,
+}
+
+impl Session {
+    async fn write(&mut self, response: &Response) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.writer.write_all(&line).await
+    }
+}

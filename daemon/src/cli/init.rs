@@ -1,0 +1,67 @@
+//! `steward init` and `steward run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use steward_config::{DEFAULT_CONFIG_TOML, LogFormat};
+
+use super::{Context, EX_TEMPFAIL};
+use crate::instance_lock::LockError;
+
+pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
+    let Some(path) = config_path else {
+        eprintln!("steward: no config path: set --config, XDG_CONFIG_HOME or HOME");
+        return ExitCode::FAILURE;
+    };
+    if path.exists() && !force {
+        eprintln!(
+            "steward: {} already exists; use --force to overwrite it",
+            path.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&path, DEFAULT_CONFIG_TOML));
+    match written {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("steward: cannot write {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
+    crate::logging::init(log_format);
+    if let Some(path) = &ctx.config_path
+        && !path.exists()
+    {
+        tracing::info!(config = %path.display(), "no config file; running on the embedded defaults");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("steward: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(crate::daemon::run(ctx.config, ctx.data_dir)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("steward: {e:#}");
+            if e.downcast_ref::<LockError>().is_some() {
+                return ExitCode::from(EX_TEMPFAIL);
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

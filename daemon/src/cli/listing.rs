@@ -1,0 +1,194 @@
+//! `steward status`, `events`, `trajectory` and `tools list`: JSON Lines with `--json`,
+//! aligned text otherwise.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+use serde_json::Value;
+use steward_events::{ItemKind, TrajectoryItem};
+
+use super::{Context, EventsArgs, TrajectoryArgs};
+use crate::client::{Client, ClientError};
+use crate::protocol::{EventRow, Request, Response, StatusReport, StepStatus};
+
+/// Sends `request` and hands every response to `print` until the listing ends.
+async fn stream(
+    ctx: &Context,
+    request: Request,
+    mut print: impl FnMut(Response),
+) -> Result<ExitCode, ClientError> {
+    let mut client = Client::connect(&ctx.socket_path()).await?;
+    client.request(&request).await?;
+    while let Some(response) = client.next().await? {
+        match response {
+            Response::End => break,
+            Response::Error { message } => {
+                eprintln!("steward: {message}");
+                return Ok(ExitCode::FAILURE);
+            }
+            other => print(other),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn json_line<T: Serialize>(value: &T) {
+    println!("{}", serde_json::to_string(value).unwrap_or_default());
+}
+
+pub async fn status(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::Status, |response| {
+        if let Response::Status { status } = response {
+            if json {
+                json_line(&status);
+            } else {
+                print_status(&status);
+            }
+        }
+    })
+    .await
+}
+
+fn print_status(s: &StatusReport) {
+    println!("pid            {}", s.pid);
+    println!("uptime         {}s", s.uptime_secs);
+    println!("data dir       {}", s.data_dir.display());
+    println!("brain          {}", s.brain);
+    for c in &s.channels {
+        println!("channel        {} ({})", c.name, c.state);
+    }
+    match &s.step {
+        StepStatus::Idle => println!("step           idle"),
+        StepStatus::Running { step, started_at } => {
+            println!(
+                "step           running #{step} since {}",
+                started_at.to_rfc3339()
+            )
+        }
+    }
+    println!("inbox pending  {}", s.inbox_pending);
+    println!("lanes running  {}", s.lanes_running);
+    println!("events total   {}", s.events_total);
+}
+
+pub async fn events(ctx: &Context, args: EventsArgs) -> Result<ExitCode, ClientError> {
+    let request = Request::Events {
+        limit: args.limit,
+        state: args.state,
+        follow: args.follow,
+    };
+    stream(ctx, request, |response| {
+        if let Response::Event { event } = response {
+            if args.json {
+                json_line(&event);
+            } else {
+                print_event(&event);
+            }
+        }
+    })
+    .await
+}
+
+fn print_event(e: &EventRow) {
+    let at = e
+        .trajectory_seq
+        .map(|seq| format!("{}#{seq}", e.trajectory.as_deref().unwrap_or("?")))
+        .or_else(|| e.detail.clone())
+        .unwrap_or_default();
+    println!(
+        "{}  {:<8} {:<20} {:<8} {:<9} {}  {}",
+        e.id,
+        e.source.as_str(),
+        e.channel,
+        e.urgency.as_str(),
+        e.state,
+        e.received_at.format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        at
+    );
+}
+
+pub async fn trajectory(ctx: &Context, args: TrajectoryArgs) -> Result<ExitCode, ClientError> {
+    let request = Request::Trajectory {
+        limit: args.limit,
+        follow: args.follow,
+    };
+    stream(ctx, request, |response| {
+        if let Response::Item { item } = response {
+            if args.json {
+                json_line(&item);
+            } else {
+                print_item(&item);
+            }
+        }
+    })
+    .await
+}
+
+fn print_item(item: &TrajectoryItem) {
+    let detail = match &item.kind {
+        ItemKind::Event {
+            event_id,
+            channel,
+            text,
+            ..
+        } => format!("{event_id} {channel}: {text}"),
+        ItemKind::Assistant { text, .. } => text.clone(),
+        ItemKind::ToolCall {
+            call_id,
+            tool,
+            args,
+        } => format!("{call_id} {tool} {args}"),
+        ItemKind::ToolResult {
+            call_id,
+            tool,
+            status,
+            result,
+        } => {
+            format!("{call_id} {tool} {status:?}: {result}")
+        }
+        ItemKind::StepStarted { events } => {
+            format!("step {} with {} event(s)", item.step, events.len())
+        }
+        ItemKind::StepCompleted => format!("step {}", item.step),
+        ItemKind::StepCancelled { reason, .. } => format!("step {}: {reason}", item.step),
+    };
+    println!(
+        "{:>6}  {}  {:<14} {}",
+        item.seq,
+        item.at.format("%H:%M:%S%.3f"),
+        item.kind.name(),
+        detail
+    );
+}
+
+pub async fn tools(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::Tools, |response| {
+        if let Response::Tool { tool } = response {
+            if json {
+                json_line(&tool);
+            } else {
+                print_tool(&tool);
+            }
+        }
+    })
+    .await
+}
+
+fn print_tool(tool: &Value) {
+    let field = |name: &str| match &tool[name] {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
+    println!(
+        "{:<16} {:<14} idempotent={:<5} concurrency={:<9} tier={:<8} lane={:<5} disabled={:<5} {}",
+        field("name"),
+        field("side_effect"),
+        field("idempotent"),
+        field("concurrency"),
+        field("tier"),
+        field("allowed_in_lane"),
+        field("disabled"),
+        field("description")
+    );
+}

@@ -1,0 +1,198 @@
+//! The command line. Declarations here generate the help text; each command's work lives in
+//! its own module. Exit codes follow sysexits: 78 bad config, 69 daemon unreachable,
+//! 75 `send --wait` timed out or another instance holds the data dir, 1 any other failure,
+//! 2 bad usage (clap).
+
+mod init;
+mod listing;
+mod send;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use steward_config::{Config, LogFormat};
+
+use crate::client::ClientError;
+use crate::paths;
+
+pub const EX_CONFIG: u8 = 78;
+pub const EX_UNAVAILABLE: u8 = 69;
+pub const EX_TEMPFAIL: u8 = 75;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "steward",
+    version,
+    about = "A personal assistant that lives in a daemon"
+)]
+pub struct Cli {
+    /// Config file [default: $XDG_CONFIG_HOME/steward/config.toml]
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Data directory [default: $XDG_DATA_HOME/steward]
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon in the foreground
+    Run {
+        /// Log format on stderr [default: daemon.log_format]
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormatArg>,
+    },
+    /// Write a commented default config file
+    Init {
+        /// Overwrite an existing config file
+        #[arg(long)]
+        force: bool,
+    },
+    /// Send a message to the assistant; prints the event id
+    Send(send::SendArgs),
+    /// Talk to the assistant interactively: lines typed are sent, replies printed
+    Chat,
+    /// Show what the daemon is doing
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List events and their states
+    Events(EventsArgs),
+    /// Show the main trajectory
+    Trajectory(TrajectoryArgs),
+    /// Inspect tools
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Print JSON Lines
+    #[arg(long)]
+    json: bool,
+    /// Only the most recent N (printed oldest first)
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only events in this state
+    #[arg(long, value_name = "S", value_parser = ["pending", "merged", "duplicate", "rejected", "dead"])]
+    state: Option<String>,
+    /// Keep printing new events and state changes
+    #[arg(long)]
+    follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrajectoryArgs {
+    /// Print JSON Lines
+    #[arg(long)]
+    json: bool,
+    /// Only the most recent N items (printed oldest first)
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Keep printing new items
+    #[arg(long)]
+    follow: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// List the registered tools with every contract field
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What a command needs to find the config and the daemon.
+#[derive(Debug)]
+pub struct Context {
+    pub config: Config,
+    pub config_path: Option<PathBuf>,
+    pub data_dir: PathBuf,
+}
+
+impl Context {
+    pub fn socket_path(&self) -> PathBuf {
+        paths::socket_path(self.config.daemon.socket_path.as_ref(), &self.data_dir)
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config_path = cli.config.clone().or_else(paths::default_config_path);
+    if let Command::Init { force } = cli.command {
+        return init::init(config_path, force);
+    }
+    let config = match config_path.as_deref().map(Config::load).transpose() {
+        Ok(loaded) => loaded.flatten().unwrap_or_default(),
+        Err(e) => {
+            eprintln!("steward: invalid configuration: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let Some(data_dir) = cli.data_dir.clone().or_else(paths::default_data_dir) else {
+        eprintln!("steward: no data dir: set --data-dir, XDG_DATA_HOME or HOME");
+        return ExitCode::FAILURE;
+    };
+    let ctx = Context {
+        config,
+        config_path,
+        data_dir,
+    };
+    match cli.command {
+        Command::Run { log_format } => {
+            let format = match log_format {
+                Some(LogFormatArg::Pretty) => LogFormat::Pretty,
+                Some(LogFormatArg::Json) => LogFormat::Json,
+                None => ctx.config.daemon.log_format,
+            };
+            init::run(ctx, format)
+        }
+        Command::Init { .. } => unreachable!("handled above"),
+        Command::Send(args) => client_command(send::send(&ctx, args)),
+        Command::Chat => client_command(send::chat(&ctx)),
+        Command::Status { json } => client_command(listing::status(&ctx, json)),
+        Command::Events(args) => client_command(listing::events(&ctx, args)),
+        Command::Trajectory(args) => client_command(listing::trajectory(&ctx, args)),
+        Command::Tools {
+            command: ToolsCommand::List { json },
+        } => client_command(listing::tools(&ctx, json)),
+    }
+}
+
+/// Runs a client command on a small runtime and maps its failure to an exit code.
+fn client_command(command: impl Future<Output = Result<ExitCode, ClientError>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("steward: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(code) => code,
+        Err(e @ ClientError::Connect { .. }) => {
+            eprintln!("steward: {e}");
+            ExitCode::from(EX_UNAVAILABLE)
+        }
+        Err(e) => {
+            eprintln!("steward: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The supervisor: opens the data dir, builds the parts, spawns the dispatcher and the
+//! channel actors, tells systemd when it is ready, and on SIGTERM/SIGINT shuts down in
+//! order — signal, drain, deadline: every task is told to stop, the step in flight is
+//! cancelled, and whatever is still running when `daemon.shutdown_grace_secs` runs out is
+//! abandoned (the inbox is durable, so nothing acknowledged is lost).
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use steward_config::Config;
+use steward_tools::{ToolPipeline, builtin};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+use crate::brain::{Brain, NoneBrain};
+use crate::channels::user::{self, UserChannel};
+use crate::dispatcher::{Dispatcher, Lanes, StepRunner};
+use crate::instance_lock::InstanceLock;
+use crate::notify::{self, Heartbeat};
+use crate::paths;
+use crate::replies::ReplyHub;
+use crate::status::StatusBoard;
+use crate::store::{Inbox, Store, Trajectory};
+
+/// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
+pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
+    create_private_dir(&data_dir)?;
+    let _lock = InstanceLock::acquire(&data_dir)?;
+    let owner_uid = std::fs::metadata(&data_dir)
+        .with_context(|| format!("cannot read {}", data_dir.display()))?
+        .uid();
+    let workspace = data_dir.join("workspace");
+    create_private_dir(&workspace)?;
+
+    let store = Store::open(&data_dir.join("db"))
+        .with_context(|| format!("cannot open the database in {}", data_dir.display()))?;
+    let inbox = Arc::new(Inbox::open(
+        store.clone(),
+        config.inbox.capacity,
+        config.inbox.dedupe_retention,
+    )?);
+    let trajectory = Arc::new(Trajectory::main(&store)?);
+    let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
+    let replies = ReplyHub::default();
+    let tools = Arc::new(builtin::builtins().build()?);
+    let brain: Arc<dyn Brain> = Arc::new(NoneBrain::new(status.clone()));
+    status.set_brain(brain.name());
+
+    let steps = Arc::new(StepRunner {
+        brain,
+        pipeline: ToolPipeline::new(tools.clone()),
+        replies: replies.clone(),
+        max_rounds: config.dispatcher.max_rounds_per_step,
+        workspace,
+    });
+    let lanes = Lanes::new(
+        inbox.clone(),
+        steps.clone(),
+        status.clone(),
+        replies.clone(),
+        config.lanes.max_parallel,
+    );
+    let dispatcher = Dispatcher {
+        inbox: inbox.clone(),
+        trajectory: trajectory.clone(),
+        steps,
+        lanes,
+        status: status.clone(),
+        replies: replies.clone(),
+    };
+    let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
+    let listener = user::bind(&socket_path)
+        .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
+    let user_channel = UserChannel {
+        socket_path,
+        owner_uid,
+        inbox,
+        trajectory,
+        tools,
+        rules: Arc::new(config.urgency_rules.clone()),
+        replies,
+        status: status.clone(),
+    };
+
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let fault = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        let fault = fault.clone();
+        tasks.spawn(async move {
+            if let Err(e) = dispatcher.run(Heartbeat::from_env(), shutdown).await {
+                error!(error = %e, "the dispatcher stopped on a storage fault");
+                fault.cancel();
+            }
+        });
+    }
+    tasks.spawn(user_channel.run(listener, shutdown.clone()));
+    tasks.close();
+
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot install SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot install SIGINT handler")?;
+    info!(pid = std::process::id(), data_dir = %data_dir.display(), "steward is ready");
+    notify::ready(&status.summary());
+
+    let faulted = tokio::select! {
+        _ = sigterm.recv() => { info!("SIGTERM: shutting down"); false }
+        _ = sigint.recv() => { info!("SIGINT: shutting down"); false }
+        () = fault.cancelled() => true,
+    };
+    notify::stopping();
+    shutdown.cancel();
+    if tokio::time::timeout(config.daemon.shutdown_grace, tasks.wait())
+        .await
+        .is_err()
+    {
+        warn!(
+            grace_secs = config.daemon.shutdown_grace.as_secs(),
+            "grace period over; exiting with tasks still running"
+        );
+    }
+    store.flush().await.context("final flush failed")?;
+    if faulted {
+        anyhow::bail!("stopped after a storage fault (see the log above)");
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// Creates `dir` (and parents) readable only by the owner.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+}

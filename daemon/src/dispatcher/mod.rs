@@ -1,0 +1,246 @@
+//! The dispatcher: one task that owns the main trajectory. It reads durable pending events in
+//! arrival order and routes each by urgency ([`route_event`], a pure function):
+//!
+//! - QUEUE: buffered while a step runs; at the next boundary all buffered events are merged
+//!   as one batch, in arrival order, and a step starts.
+//! - CANCEL: fires the running step's cancel token. When the step has stopped (read-only
+//!   calls are aborted at once; a side effect in flight finishes and records its outcome),
+//!   `step_cancelled` is recorded, then the cancelling event(s) are merged, then anything
+//!   buffered before them, and a new step starts.
+//! - PARALLEL: handed to a side lane ([`Lanes`]).
+//!
+//! A step's merge and `step_started` are flushed before the step acts. A step that was
+//! running when the daemon stopped (crash or shutdown) is recorded as `step_cancelled`
+//! ("interrupted") on the next start and then run again for the same events, so no message
+//! to the owner is silently left unanswered.
+
+mod lane;
+mod step;
+
+use std::sync::Arc;
+
+use steward_events::{Event, EventId, ItemKind, Route, TrajectoryItem, route_event};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use lane::Lanes;
+pub use step::{StepReport, StepRunner};
+
+use crate::notify::Heartbeat;
+use crate::protocol::StepEnd;
+use crate::replies::{Announcement, ReplyHub};
+use crate::status::StatusBoard;
+use crate::store::{EventRecord, Inbox, StoreError, Trajectory};
+
+#[derive(Debug)]
+pub struct Dispatcher {
+    pub inbox: Arc<Inbox>,
+    pub trajectory: Arc<Trajectory>,
+    pub steps: Arc<StepRunner>,
+    pub lanes: Lanes,
+    pub status: Arc<StatusBoard>,
+    pub replies: ReplyHub,
+}
+
+/// What the dispatcher holds between loop turns.
+#[derive(Debug, Default)]
+struct Boundary {
+    /// The last arrival seq read from the inbox.
+    cursor: u64,
+    next_step: u64,
+    /// QUEUE (and idle-time CANCEL) events waiting for the next step boundary.
+    buffered: Vec<EventRecord>,
+    /// CANCEL events that stopped (or are stopping) the running step.
+    cancels: Vec<EventRecord>,
+    running: Option<RunningStep>,
+}
+
+#[derive(Debug)]
+struct RunningStep {
+    step: u64,
+    events: Vec<EventId>,
+    cancel: CancellationToken,
+}
+
+impl Dispatcher {
+    pub async fn run(
+        self,
+        mut heartbeat: Heartbeat,
+        shutdown: CancellationToken,
+    ) -> Result<(), StoreError> {
+        let mut at = Boundary {
+            next_step: self.trajectory.last_step_on_open() + 1,
+            ..Boundary::default()
+        };
+        let mut task: Option<JoinHandle<StepReport>> = None;
+        if let Some(events) = self.trajectory.interrupted_step()? {
+            task = Some(self.resume(&mut at, events).await?);
+        }
+        let mut durable = self.inbox.durable_arrivals();
+        loop {
+            self.take_in(&mut at)?;
+            if task.is_none() {
+                task = self.start_step(&mut at).await?;
+            }
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                report = async { task.as_mut().expect("guarded by the precondition").await }, if task.is_some() => {
+                    task = None;
+                    let report = report.unwrap_or_else(|e| StepReport {
+                        end: StepEnd::Failed { error: format!("the step crashed: {e}") },
+                        last_message: None,
+                    });
+                    self.finish_step(&mut at, report).await?;
+                }
+                changed = durable.changed() => if changed.is_err() { break },
+                () = heartbeat.tick() => {}
+            }
+        }
+        if let (Some(running), Some(task)) = (at.running.take(), task) {
+            // Not recorded as ended: the next start resumes it (see the module docs).
+            info!(
+                step = running.step,
+                "stopping the running step for shutdown"
+            );
+            running.cancel.cancel();
+            let _ = task.await;
+        }
+        self.lanes.shutdown().await;
+        self.inbox.store().flush().await
+    }
+
+    /// Reads every newly durable pending event and routes it.
+    fn take_in(&self, at: &mut Boundary) -> Result<(), StoreError> {
+        loop {
+            let batch = self.inbox.read_pending(at.cursor, 512)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for record in batch {
+                at.cursor = record.arrival;
+                match route_event(record.event.urgency, at.running.is_some()) {
+                    Route::StartStep | Route::Buffer => at.buffered.push(record),
+                    Route::CancelStep => {
+                        if let Some(running) = &at.running {
+                            info!(event_id = %record.event.id, step = running.step, "cancelling the running step");
+                            running.cancel.cancel();
+                        }
+                        at.cancels.push(record);
+                    }
+                    Route::SpawnLane => self.lanes.spawn(record),
+                }
+            }
+        }
+    }
+
+    /// At a boundary: merges what waits (cancels first, then buffered) and starts a step.
+    async fn start_step(
+        &self,
+        at: &mut Boundary,
+    ) -> Result<Option<JoinHandle<StepReport>>, StoreError> {
+        if at.cancels.is_empty() && at.buffered.is_empty() {
+            return Ok(None);
+        }
+        let records: Vec<EventRecord> = at.cancels.drain(..).chain(at.buffered.drain(..)).collect();
+        let step = at.next_step;
+        let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
+        let items = self.trajectory.merge_events(&self.inbox, step, records)?;
+        self.launch(at, events, items).await.map(Some)
+    }
+
+    /// Re-runs a step the daemon stopped in the middle of.
+    async fn resume(
+        &self,
+        at: &mut Boundary,
+        ids: Vec<EventId>,
+    ) -> Result<JoinHandle<StepReport>, StoreError> {
+        warn!(
+            events = ids.len(),
+            "the last step was interrupted by a stop; running it again"
+        );
+        self.trajectory.append(
+            at.next_step - 1,
+            ItemKind::StepCancelled {
+                by: None,
+                reason: "interrupted: the daemon stopped during this step".into(),
+            },
+        )?;
+        let mut events = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.inbox.get(id)? {
+                Some(record) => events.push(record.event),
+                None => warn!(event_id = %id, "event of the interrupted step is missing"),
+            }
+        }
+        self.launch(at, events, Vec::new()).await
+    }
+
+    async fn launch(
+        &self,
+        at: &mut Boundary,
+        events: Vec<Event>,
+        mut items: Vec<TrajectoryItem>,
+    ) -> Result<JoinHandle<StepReport>, StoreError> {
+        let step = at.next_step;
+        at.next_step += 1;
+        let ids: Vec<EventId> = events.iter().map(|e| e.id).collect();
+        let started = self.trajectory.append(
+            step,
+            ItemKind::StepStarted {
+                events: ids.clone(),
+            },
+        )?;
+        self.status.step_started(step, started.at);
+        items.push(started);
+        self.inbox.store().flush().await?;
+
+        let cancel = CancellationToken::new();
+        at.running = Some(RunningStep {
+            step,
+            events: ids,
+            cancel: cancel.clone(),
+        });
+        let steps = self.steps.clone();
+        let trajectory = self.trajectory.clone();
+        Ok(tokio::spawn(async move {
+            steps.run(&trajectory, step, &events, items, cancel).await
+        }))
+    }
+
+    async fn finish_step(&self, at: &mut Boundary, report: StepReport) -> Result<(), StoreError> {
+        let Some(running) = at.running.take() else {
+            return Ok(());
+        };
+        let outcome = match report.end {
+            StepEnd::Cancelled { .. } => {
+                let by = at.cancels.first().map(|r| r.event.id);
+                let reason = match by {
+                    Some(id) => format!("cancelled by event {id}"),
+                    None => "cancelled".to_owned(),
+                };
+                self.trajectory.append(
+                    running.step,
+                    ItemKind::StepCancelled {
+                        by,
+                        reason: reason.clone(),
+                    },
+                )?;
+                StepEnd::Cancelled { reason }
+            }
+            end => {
+                self.trajectory
+                    .append(running.step, ItemKind::StepCompleted)?;
+                end
+            }
+        };
+        self.status.step_ended();
+        self.inbox.store().flush().await?;
+        self.replies.announce(Announcement::StepEnded {
+            events: running.events,
+            outcome,
+        });
+        Ok(())
+    }
+}

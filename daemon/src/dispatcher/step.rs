@@ -1,0 +1,166 @@
+//! One step of a trajectory: brain → tool calls (through the pipeline, in batches) →
+//! results → brain again, until the brain answers without calls, the round limit is hit, or
+//! the step's cancel token fires. Used by the main trajectory and by side lanes alike.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use steward_events::{Event, ItemKind, ToolCallRequest, ToolOutcome, TrajectoryItem};
+use steward_tools::{ExecutionContext, ToolPipeline};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::brain::{Brain, BrainInput};
+use crate::protocol::StepEnd;
+use crate::replies::{Announcement, ReplyHub};
+use crate::store::{StoreError, Trajectory};
+
+#[derive(Debug)]
+pub struct StepRunner {
+    pub brain: Arc<dyn Brain>,
+    pub pipeline: ToolPipeline,
+    pub replies: ReplyHub,
+    pub max_rounds: u32,
+    pub workspace: PathBuf,
+}
+
+/// How a step ended, and the last thing the assistant said in it.
+#[derive(Debug)]
+pub struct StepReport {
+    pub end: StepEnd,
+    pub last_message: Option<String>,
+}
+
+impl StepRunner {
+    pub async fn run(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        events: &[Event],
+        items: Vec<TrajectoryItem>,
+        cancel: CancellationToken,
+    ) -> StepReport {
+        let mut last_message = None;
+        let end = match self
+            .rounds(trajectory, step, events, items, &cancel, &mut last_message)
+            .await
+        {
+            Ok(end) => end,
+            Err(e) => {
+                warn!(trajectory = %trajectory.id(), step, error = %e, "step failed");
+                StepEnd::Failed {
+                    error: e.to_string(),
+                }
+            }
+        };
+        StepReport { end, last_message }
+    }
+
+    async fn rounds(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        events: &[Event],
+        mut items: Vec<TrajectoryItem>,
+        cancel: &CancellationToken,
+        last_message: &mut Option<String>,
+    ) -> Result<StepEnd, StepError> {
+        let tools = self.pipeline.registry().specs(!trajectory.id().is_main());
+        let ctx = ExecutionContext {
+            workspace_root: self.workspace.clone(),
+            trajectory: trajectory.id().clone(),
+            origin_event: events.first().map(|e| e.id),
+            call_id: String::new(),
+            cancel: cancel.clone(),
+        };
+        let mut last_round: Vec<(ToolCallRequest, ToolOutcome)> = Vec::new();
+        for _ in 0..self.max_rounds {
+            let input = BrainInput {
+                trajectory: trajectory.id(),
+                step,
+                events,
+                step_items: &items,
+                last_round: &last_round,
+                tools: &tools,
+            };
+            let turn = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(cancelled()),
+                turn = self.brain.respond(input) => turn?,
+            };
+            for message in turn.messages {
+                let item = trajectory.append(
+                    step,
+                    ItemKind::Assistant {
+                        text: message.text.clone(),
+                        reply_to: message.reply_to.clone(),
+                    },
+                )?;
+                items.push(item);
+                *last_message = Some(message.text.clone());
+                self.replies.announce(Announcement::Reply {
+                    text: message.text,
+                    reply_to: message.reply_to,
+                });
+            }
+            if turn.tool_calls.is_empty() {
+                return Ok(StepEnd::Completed);
+            }
+            for call in &turn.tool_calls {
+                items.push(trajectory.append(
+                    step,
+                    ItemKind::ToolCall {
+                        call_id: call.call_id.clone(),
+                        tool: call.tool.clone(),
+                        args: call.args.clone(),
+                    },
+                )?);
+            }
+            let outcomes = self.pipeline.execute_batch(&turn.tool_calls, &ctx).await;
+            for (call, outcome) in turn.tool_calls.iter().zip(&outcomes) {
+                items.push(trajectory.append(
+                    step,
+                    ItemKind::ToolResult {
+                        call_id: call.call_id.clone(),
+                        tool: call.tool.clone(),
+                        status: outcome.status,
+                        result: outcome.content.clone(),
+                    },
+                )?);
+            }
+            if cancel.is_cancelled() {
+                return Ok(cancelled());
+            }
+            last_round = turn.tool_calls.into_iter().zip(outcomes).collect();
+        }
+        let text = format!(
+            "Stopped this step after {} rounds of tool calls (dispatcher.max_rounds_per_step).",
+            self.max_rounds
+        );
+        let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
+        trajectory.append(
+            step,
+            ItemKind::Assistant {
+                text: text.clone(),
+                reply_to: reply_to.clone(),
+            },
+        )?;
+        self.replies
+            .announce(Announcement::Reply { text, reply_to });
+        Ok(StepEnd::Completed)
+    }
+}
+
+fn cancelled() -> StepEnd {
+    StepEnd::Cancelled {
+        reason: "cancelled".into(),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Brain(#[from] crate::brain::BrainError),
+}

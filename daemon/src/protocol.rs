@@ -1,0 +1,173 @@
+//! The control socket's wire protocol: line-delimited JSON. The client writes one
+//! [`Request`] line; the daemon answers with [`Response`] lines. A finite answer ends with
+//! `{"type":"end"}`; `--follow` and `wait` answers stream until done or the client leaves.
+//! In a `chat` session every further client line is a [`ChatLine`].
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steward_events::{EventId, EventState, Source, TrajectoryItem, Urgency};
+
+use crate::store::EventRecord;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Send {
+        text: String,
+        #[serde(default)]
+        urgency: Option<Urgency>,
+        /// Stream the replies to this event until its step ends.
+        #[serde(default)]
+        wait: bool,
+    },
+    Chat,
+    Status,
+    Events {
+        #[serde(default)]
+        limit: Option<usize>,
+        #[serde(default)]
+        state: Option<String>,
+        #[serde(default)]
+        follow: bool,
+    },
+    Trajectory {
+        #[serde(default)]
+        limit: Option<usize>,
+        #[serde(default)]
+        follow: bool,
+    },
+    Tools,
+}
+
+/// One message typed in a chat session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatLine {
+    pub text: String,
+    #[serde(default)]
+    pub urgency: Option<Urgency>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// The event is durable in the inbox.
+    Accepted {
+        event_id: EventId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duplicate_of: Option<EventId>,
+    },
+    /// The event was refused (and recorded as `rejected`).
+    Rejected {
+        event_id: Option<EventId>,
+        reason: String,
+    },
+    Reply {
+        text: String,
+        reply_to: Vec<EventId>,
+    },
+    /// The step (or lane) that handled these events has ended.
+    StepEnded {
+        events: Vec<EventId>,
+        outcome: StepEnd,
+    },
+    Status {
+        status: StatusReport,
+    },
+    Event {
+        event: EventRow,
+    },
+    Item {
+        item: TrajectoryItem,
+    },
+    Tool {
+        tool: Value,
+    },
+    End,
+    Error {
+        message: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum StepEnd {
+    Completed,
+    Cancelled { reason: String },
+    Failed { error: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub data_dir: PathBuf,
+    pub brain: String,
+    pub channels: Vec<ChannelStatus>,
+    pub inbox_pending: u64,
+    pub step: StepStatus,
+    pub lanes_running: usize,
+    pub events_total: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelStatus {
+    pub name: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum StepStatus {
+    Idle,
+    Running {
+        step: u64,
+        started_at: DateTime<Utc>,
+    },
+}
+
+/// One line of `steward events`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRow {
+    pub id: EventId,
+    pub source: Source,
+    pub channel: String,
+    pub urgency: Urgency,
+    pub state: String,
+    pub received_at: DateTime<Utc>,
+    /// `main` or `lane:<id>` once merged.
+    pub trajectory: Option<String>,
+    pub trajectory_seq: Option<u64>,
+    /// Why it is `duplicate` (of which event), `rejected` or `dead`.
+    pub detail: Option<String>,
+    pub text: String,
+}
+
+impl From<&EventRecord> for EventRow {
+    fn from(record: &EventRecord) -> Self {
+        let e = &record.event;
+        let (trajectory, trajectory_seq, detail) = match &record.state {
+            EventState::Merged { trajectory, seq } => {
+                (Some(trajectory.to_string()), Some(*seq), None)
+            }
+            EventState::Duplicate { of } => (None, None, Some(format!("duplicate of {of}"))),
+            EventState::Rejected { reason } => (None, None, Some(reason.clone())),
+            EventState::Dead { error } => (None, None, Some(error.clone())),
+            EventState::Pending => (None, None, None),
+        };
+        Self {
+            id: e.id,
+            source: e.source,
+            channel: e.channel.clone(),
+            urgency: e.urgency,
+            state: record.state.name().to_owned(),
+            received_at: e.received_at,
+            trajectory,
+            trajectory_seq,
+            detail,
+            text: e.payload.text().to_owned(),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Where replies and step endings are announced, for whoever waits on them (a `send --wait`,
+//! a chat session). A broadcast: a session that falls behind by more than the buffer loses
+//! announcements and is told so; the trajectory keeps everything regardless.
+
+use steward_events::EventId;
+use tokio::sync::broadcast;
+
+use crate::protocol::StepEnd;
+
+#[derive(Clone, Debug)]
+pub enum Announcement {
+    Reply {
+        text: String,
+        reply_to: Vec<EventId>,
+    },
+    StepEnded {
+        events: Vec<EventId>,
+        outcome: StepEnd,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplyHub(broadcast::Sender<Announcement>);
+
+impl Default for ReplyHub {
+    fn default() -> Self {
+        Self(broadcast::channel(4096).0)
+    }
+}
+
+impl ReplyHub {
+    pub fn announce(&self, announcement: Announcement) {
+        // No receiver is fine: nobody is waiting.
+        let _ = self.0.send(announcement);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Announcement> {
+        self.0.subscribe()
+    }
+}

@@ -1,0 +1,97 @@
+//! The status board: what `steward status` reports, updated by the parts it describes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use crate::protocol::{ChannelStatus, StatusReport, StepStatus};
+use crate::store::Inbox;
+
+#[derive(Debug)]
+pub struct StatusBoard {
+    pid: u32,
+    started: Instant,
+    data_dir: PathBuf,
+    brain: Mutex<String>,
+    inbox: Arc<Inbox>,
+    channels: Mutex<BTreeMap<String, String>>,
+    step: Mutex<StepStatus>,
+    lanes_running: Mutex<usize>,
+}
+
+impl StatusBoard {
+    pub fn new(data_dir: PathBuf, inbox: Arc<Inbox>) -> Self {
+        Self {
+            pid: std::process::id(),
+            started: Instant::now(),
+            data_dir,
+            brain: Mutex::new(String::new()),
+            inbox,
+            channels: Mutex::new(BTreeMap::new()),
+            step: Mutex::new(StepStatus::Idle),
+            lanes_running: Mutex::new(0),
+        }
+    }
+
+    pub fn set_brain(&self, name: &str) {
+        *lock(&self.brain) = name.to_owned();
+    }
+
+    pub fn set_channel(&self, name: &str, state: &str) {
+        lock(&self.channels).insert(name.to_owned(), state.to_owned());
+    }
+
+    pub fn step_started(&self, step: u64, started_at: DateTime<Utc>) {
+        *lock(&self.step) = StepStatus::Running { step, started_at };
+    }
+
+    pub fn step_ended(&self) {
+        *lock(&self.step) = StepStatus::Idle;
+    }
+
+    pub fn lanes_changed(&self, delta: isize) {
+        let mut lanes = lock(&self.lanes_running);
+        *lanes = lanes.saturating_add_signed(delta);
+    }
+
+    pub fn report(&self) -> StatusReport {
+        StatusReport {
+            pid: self.pid,
+            uptime_secs: self.started.elapsed().as_secs(),
+            data_dir: self.data_dir.clone(),
+            brain: lock(&self.brain).clone(),
+            channels: lock(&self.channels)
+                .iter()
+                .map(|(name, state)| ChannelStatus {
+                    name: name.clone(),
+                    state: state.clone(),
+                })
+                .collect(),
+            inbox_pending: self.inbox.pending_count(),
+            step: lock(&self.step).clone(),
+            lanes_running: *lock(&self.lanes_running),
+            events_total: self.inbox.events_total(),
+        }
+    }
+
+    /// One line, for `/status` and systemd's STATUS=.
+    pub fn summary(&self) -> String {
+        let r = self.report();
+        let step = match r.step {
+            StepStatus::Idle => "idle".to_owned(),
+            StepStatus::Running { step, .. } => format!("running step {step}"),
+        };
+        format!(
+            "up {}s, {step}, {} pending, {} events total, {} lanes running, brain {}",
+            r.uptime_secs, r.inbox_pending, r.events_total, r.lanes_running, r.brain
+        )
+    }
+}
+
+/// Status is advisory: a poisoned lock still holds a usable value.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

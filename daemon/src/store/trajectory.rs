@@ -1,0 +1,199 @@
+//! Trajectories: append-only, numbered items in sled. The main trajectory lives in its own
+//! tree; each side lane's lives in a shared tree under its origin event's id.
+//!
+//! Merging events is one transaction that appends their `event` items, marks them `merged`
+//! with their seq and removes them from the pending index — so after a crash an event is
+//! either merged exactly once or still pending, never both, never twice.
+
+use chrono::Utc;
+use sled::Transactional;
+use sled::transaction::ConflictableTransactionError;
+use steward_events::{EventId, EventState, ItemKind, TrajectoryId, TrajectoryItem};
+use tokio::sync::watch;
+
+use super::{EventRecord, Inbox, Store, StoreError, decode, encode, seq_key};
+
+#[derive(Debug)]
+pub struct Trajectory {
+    id: TrajectoryId,
+    tree: sled::Tree,
+    /// Empty for the main trajectory; the origin event's id bytes for a lane.
+    prefix: Vec<u8>,
+    next_seq: std::sync::Mutex<u64>,
+    latest: watch::Sender<u64>,
+    last_step: u64,
+}
+
+impl Trajectory {
+    pub fn main(store: &Store) -> Result<Self, StoreError> {
+        Self::open(
+            TrajectoryId::main(),
+            store.main_trajectory.clone(),
+            Vec::new(),
+        )
+    }
+
+    pub fn lane(store: &Store, origin: EventId) -> Result<Self, StoreError> {
+        Self::open(
+            TrajectoryId::lane(origin),
+            store.lane_trajectories.clone(),
+            origin.to_bytes().to_vec(),
+        )
+    }
+
+    fn open(id: TrajectoryId, tree: sled::Tree, prefix: Vec<u8>) -> Result<Self, StoreError> {
+        let last = match tree.scan_prefix(&prefix).next_back() {
+            Some(entry) => Some(decode::<TrajectoryItem>("trajectory", &entry?.1)?),
+            None => None,
+        };
+        let next = last.as_ref().map_or(1, |item| item.seq + 1);
+        Ok(Self {
+            id,
+            tree,
+            prefix,
+            next_seq: std::sync::Mutex::new(next),
+            latest: watch::channel(next - 1).0,
+            last_step: last.map_or(0, |item| item.step),
+        })
+    }
+
+    pub fn id(&self) -> &TrajectoryId {
+        &self.id
+    }
+
+    /// The step number of the last item found when the trajectory was opened.
+    pub fn last_step_on_open(&self) -> u64 {
+        self.last_step
+    }
+
+    fn key(&self, seq: u64) -> Vec<u8> {
+        let mut key = self.prefix.clone();
+        key.extend_from_slice(&seq_key(seq));
+        key
+    }
+
+    pub fn append(&self, step: u64, kind: ItemKind) -> Result<TrajectoryItem, StoreError> {
+        let mut next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let item = TrajectoryItem {
+            seq: *next,
+            at: Utc::now(),
+            step,
+            kind,
+        };
+        self.tree.insert(self.key(item.seq), encode(&item)?)?;
+        *next += 1;
+        self.latest.send_replace(item.seq);
+        Ok(item)
+    }
+
+    /// Appends the events' items and marks them merged, atomically (see the module docs).
+    pub fn merge_events(
+        &self,
+        inbox: &Inbox,
+        step: u64,
+        records: Vec<EventRecord>,
+    ) -> Result<Vec<TrajectoryItem>, StoreError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Utc::now();
+        let mut items = Vec::with_capacity(records.len());
+        let mut merged = Vec::with_capacity(records.len());
+        let mut writes = Vec::with_capacity(records.len());
+        for (i, mut record) in records.into_iter().enumerate() {
+            let item = TrajectoryItem {
+                seq: *next + i as u64,
+                at: now,
+                step,
+                kind: event_item(&record),
+            };
+            record.state = EventState::Merged {
+                trajectory: self.id.clone(),
+                seq: item.seq,
+            };
+            record.updated_at = now;
+            writes.push((
+                self.key(item.seq),
+                encode(&item)?,
+                seq_key(record.arrival),
+                encode(&record)?,
+            ));
+            items.push(item);
+            merged.push(record);
+        }
+        let store = inbox.store();
+        (&self.tree, &store.events, &store.pending).transaction(|(tree, events, pending)| {
+            for (item_key, item, arrival_key, record) in &writes {
+                tree.insert(item_key.as_slice(), item.as_slice())?;
+                events.insert(arrival_key, record.as_slice())?;
+                pending.remove(arrival_key)?;
+            }
+            Ok::<_, ConflictableTransactionError<StoreError>>(())
+        })?;
+        *next += items.len() as u64;
+        self.latest.send_replace(*next - 1);
+        drop(next);
+        store.note_write();
+        inbox.settled(merged);
+        Ok(items)
+    }
+
+    /// The most recent `limit` items (all when `None`), oldest first.
+    pub fn list(&self, limit: Option<usize>) -> Result<Vec<TrajectoryItem>, StoreError> {
+        let mut items = Vec::new();
+        for entry in self.tree.scan_prefix(&self.prefix).rev() {
+            items.push(decode("trajectory", &entry?.1)?);
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
+            }
+        }
+        items.reverse();
+        Ok(items)
+    }
+
+    /// Items with a seq greater than `seq`, oldest first.
+    pub fn after(&self, seq: u64) -> Result<Vec<TrajectoryItem>, StoreError> {
+        let mut end = self.prefix.clone();
+        end.extend_from_slice(&[0xff; 8]);
+        self.tree
+            .range(self.key(seq + 1)..=end)
+            .map(|entry| decode("trajectory", &entry?.1))
+            .collect()
+    }
+
+    /// Wakes when items are appended; holds the last seq.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
+    }
+}
+
+/// How an event appears in a trajectory.
+pub fn event_item(record: &EventRecord) -> ItemKind {
+    let e = &record.event;
+    ItemKind::Event {
+        event_id: e.id,
+        source: e.source,
+        channel: e.channel.clone(),
+        sender: e.sender.clone(),
+        trust: e.trust,
+        urgency: e.urgency,
+        text: e.payload.text().to_owned(),
+    }
+}
+
+impl Trajectory {
+    /// The events of the last step if it was started and never ended (the daemon stopped
+    /// while it ran).
+    pub fn interrupted_step(&self) -> Result<Option<Vec<EventId>>, StoreError> {
+        for entry in self.tree.scan_prefix(&self.prefix).rev() {
+            let item: TrajectoryItem = decode("trajectory", &entry?.1)?;
+            match item.kind {
+                ItemKind::StepStarted { events } => return Ok(Some(events)),
+                ItemKind::StepCompleted | ItemKind::StepCancelled { .. } => return Ok(None),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+}
