@@ -115,7 +115,14 @@ pub(crate) struct RawUrgencyRule {
 pub(crate) fn parse(text: &str) -> Result<RawConfig, ConfigError> {
     let deserializer = toml::Deserializer::parse(text).map_err(|e| syntax_error(text, &e))?;
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let mut key = e.path().to_string();
+        // `Spanned` values show up as a private segment in the path; the user never wrote it.
+        let mut key = e
+            .path()
+            .to_string()
+            .split('.')
+            .filter(|segment| !segment.starts_with("$__"))
+            .collect::<Vec<_>>()
+            .join(".");
         let inner = e.inner();
         let message = inner.message().trim().to_owned();
         // serde reports an unknown key against its parent table; name the key itself.
@@ -125,6 +132,8 @@ pub(crate) fn parse(text: &str) -> Result<RawConfig, ConfigError> {
         {
             key = if key == "." || key.is_empty() {
                 name.to_owned()
+            } else if key == name || key.ends_with(&format!(".{name}")) {
+                key
             } else {
                 format!("{key}.{name}")
             };

@@ -88,7 +88,16 @@ fn errors_name_the_key_and_the_line() {
     ];
     for (text, key, line) in table {
         let message = error_of(text);
-        assert!(message.contains(&format!("`{key}")), "{text:?}: {message}");
+        assert!(
+            message.contains(&format!("key `{key}")),
+            "{text:?}: {message}"
+        );
+        if !key.is_empty() && !key.ends_with('.') && *key != "urgency" {
+            assert!(
+                message.contains(&format!("key `{key}`")),
+                "{text:?}: {message}"
+            );
+        }
         assert!(
             message.contains(line),
             "{text:?} should point at line {line}: {message}"

@@ -1,1 +1,8 @@
+//! End-to-end tests: the real `steward` binary, a real control socket, temp data dirs.
+#![allow(clippy::disallowed_types)] // deadlines on real processes are wall-clock time
+#![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
+mod cli;
+mod delivery;
+mod steps;
+mod support;

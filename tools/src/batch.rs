@@ -28,6 +28,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one batch is one range, on purpose
     fn partition_table() {
         let (s, u) = (true, false);
         let table: &[(&[bool], &[Range<usize>])] = &[

@@ -120,7 +120,8 @@ mod tests {
 
     #[test]
     fn tool_commands_parse_or_explain() {
-        let table: &[(&str, Result<(&str, Value), &str>)] = &[
+        type Expected = Result<(&'static str, Value), &'static str>;
+        let table: &[(&str, Expected)] = &[
             (
                 "/tool echo {\"text\":\"hi\"}",
                 Ok(("echo", json!({"text": "hi"}))),

@@ -1,0 +1,244 @@
+//! The command line as a user meets it: config errors, a second instance, no daemon, init,
+//! send --wait, chat, listings with --json and --follow.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{BIN, TestDaemon, cli_in, common_args, stderr, stdout};
+
+fn run_with_config(config: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    cli_in(dir.path(), &["run"])
+}
+
+#[test]
+fn bad_config_exits_78_naming_the_key() {
+    let table = [
+        (
+            "[daemon]\nshutdown_grace = 5\n",
+            "daemon.shutdown_grace",
+            ":2:",
+        ),
+        (
+            "[lanes]\nmax_parallel = \"four\"\n",
+            "lanes.max_parallel",
+            ":2:",
+        ),
+        ("[model]\nprovider = \"gpt\"\n", "model.provider", ":2:"),
+    ];
+    for (config, key, line) in table {
+        let output = run_with_config(config);
+        assert_eq!(output.status.code(), Some(78), "{config}: {output:?}");
+        let message = stderr(&output);
+        assert!(message.contains(&format!("`{key}`")), "{config}: {message}");
+        assert!(message.contains(line), "{config}: {message}");
+    }
+}
+
+#[test]
+fn a_second_instance_on_the_same_data_dir_is_refused() {
+    let daemon = TestDaemon::start();
+    let started = Instant::now();
+    let output = daemon.cli(&["run"]);
+    assert!(!output.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refusal must be immediate"
+    );
+    let message = stderr(&output);
+    assert!(message.contains("another steward instance"), "{message}");
+    assert!(
+        message.contains(&daemon.path().display().to_string()),
+        "{message}"
+    );
+}
+
+#[test]
+fn commands_without_a_daemon_fail_naming_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["send", "hi"][..], &["status"], &["events"]] {
+        let output = cli_in(dir.path(), args);
+        assert_eq!(output.status.code(), Some(69), "{args:?}");
+        assert!(stderr(&output).contains(&dir.path().join("steward.sock").display().to_string()));
+    }
+}
+
+#[test]
+fn init_writes_a_config_the_daemon_runs_on_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    assert!(cli_in(dir.path(), &["init"]).status.success());
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.contains("shutdown_grace_secs"));
+    let again = cli_in(dir.path(), &["init"]);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("--force"));
+    std::fs::write(&config, "# edited\n").unwrap();
+    assert!(cli_in(dir.path(), &["init", "--force"]).status.success());
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), written);
+    // The written file is a valid config: the daemon starts on it.
+    let dir_path = dir.path().to_owned();
+    let daemon = TestDaemon::start_in(dir);
+    assert_eq!(daemon.path(), dir_path);
+}
+
+#[test]
+fn send_wait_prints_the_replies_and_plain_text_gets_the_no_model_answer() {
+    let daemon = TestDaemon::start();
+    let output = daemon.cli(&["send", "--wait", r#"/tool echo {"text":"ping"}"#]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(stdout(&output).trim(), r#"echo: {"text":"ping"}"#);
+
+    let output = daemon.cli(&["send", "--wait", "hello there"]);
+    assert!(
+        stdout(&output).contains("No model is configured"),
+        "{output:?}"
+    );
+
+    let output = daemon.cli(&["send", "--wait", r#"/tool sleep {"secs":"x"}"#]);
+    assert!(
+        stdout(&output).contains("sleep failed: invalid arguments"),
+        "{output:?}"
+    );
+
+    let output = daemon.cli(&["send", "--wait", "/help"]);
+    assert!(stdout(&output).contains("/tool NAME"), "{output:?}");
+}
+
+#[test]
+fn chat_sends_each_line_and_prints_replies() {
+    let daemon = TestDaemon::start();
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"/tool echo {{"text":"one"}}"#).unwrap();
+    writeln!(stdin, r#"/tool echo {{"text":"two"}}"#).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let out = stdout(&output);
+    assert!(out.contains(r#"echo: {"text":"one"}"#), "{out}");
+    assert!(out.contains(r#"echo: {"text":"two"}"#), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_have_the_documented_json_fields() {
+    let daemon = TestDaemon::start();
+    daemon.send("/tool echo {\"text\":\"x\"}", None).await;
+    daemon
+        .wait_for_trajectory("a completed step", |items| {
+            items.iter().any(|i| i.kind.name() == "step_completed")
+        })
+        .await;
+
+    let status: Value = serde_json::from_str(&stdout(&daemon.cli(&["status", "--json"]))).unwrap();
+    for field in [
+        "pid",
+        "uptime_secs",
+        "data_dir",
+        "channels",
+        "inbox_pending",
+        "step",
+        "events_total",
+    ] {
+        assert!(
+            status.get(field).is_some(),
+            "status lacks {field}: {status}"
+        );
+    }
+    assert_eq!(status["step"]["state"], "idle");
+    assert_eq!(status["channels"][0]["name"], "user");
+    assert_eq!(status["events_total"], 1);
+
+    let events = stdout(&daemon.cli(&["events", "--json", "--state", "merged"]));
+    let event: Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    for field in [
+        "id",
+        "source",
+        "channel",
+        "urgency",
+        "state",
+        "received_at",
+        "trajectory_seq",
+    ] {
+        assert!(event.get(field).is_some(), "event lacks {field}: {event}");
+    }
+    assert_eq!(event["trajectory_seq"], 1);
+    assert!(stdout(&daemon.cli(&["events", "--json", "--state", "dead"])).is_empty());
+
+    let lines = stdout(&daemon.cli(&["trajectory", "--json", "--limit", "3"]));
+    let items: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(items.len(), 3, "--limit keeps the most recent");
+    let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["tool_result", "assistant", "step_completed"],
+        "oldest first"
+    );
+    assert!(items[0]["seq"].is_u64() && items[0]["at"].is_string());
+    assert_eq!(items[0]["tool"], "echo");
+    assert!(items[0]["call_id"].is_string() && items[0]["result"].is_object());
+
+    let tools = stdout(&daemon.cli(&["tools", "list", "--json"]));
+    let sleep: Value = tools
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|t| t["name"] == "sleep")
+        .unwrap();
+    for field in [
+        "description",
+        "parameters",
+        "side_effect",
+        "idempotent",
+        "concurrency",
+        "tier",
+        "groups",
+        "result_budget",
+        "disableable",
+        "allowed_in_lane",
+    ] {
+        assert!(sleep.get(field).is_some(), "tool lacks {field}: {sleep}");
+    }
+}
+
+#[test]
+fn trajectory_follow_prints_new_items_as_they_come() {
+    let daemon = TestDaemon::start();
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .args(["trajectory", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let sent = stdout(&daemon.cli(&["send", "followed message"]))
+        .trim()
+        .to_owned();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let item: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        seen.push(item["kind"].as_str().unwrap().to_owned());
+        if item["kind"] == "step_completed" {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        seen,
+        ["event", "step_started", "assistant", "step_completed"]
+    );
+    assert_eq!(sent.len(), 26);
+}

@@ -1,0 +1,254 @@
+//! A real `steward` process in a temp data dir, started as a user would start it, with
+//! `NOTIFY_SOCKET` pointing at a datagram socket so tests know when it is READY.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use steward_daemon::client::Client;
+use steward_daemon::protocol::{EventRow, Request, Response, StatusReport};
+use steward_events::{EventId, TrajectoryItem, Urgency};
+use tempfile::TempDir;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_steward");
+
+pub struct TestDaemon {
+    pub dir: TempDir,
+    pub child: Option<Child>,
+}
+
+impl TestDaemon {
+    pub fn start() -> Self {
+        Self::start_with("")
+    }
+
+    pub fn start_with(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("write config");
+        Self::start_in(dir)
+    }
+
+    /// Starts the daemon on an existing data dir (a restart).
+    pub fn start_in(dir: TempDir) -> Self {
+        let notify_path = dir.path().join("notify.sock");
+        let _ = std::fs::remove_file(&notify_path);
+        let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
+        notify
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let child = Command::new(BIN)
+            .args(common_args(dir.path()))
+            .arg("run")
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn steward run");
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = notify.recv(&mut buf).expect("READY=1 within 30 s");
+            let message = String::from_utf8_lossy(&buf[..n]);
+            if message.lines().any(|l| l == "READY=1") {
+                break;
+            }
+        }
+        Self {
+            dir,
+            child: Some(child),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.path().join("steward.sock")
+    }
+
+    /// Runs a CLI command against this daemon's data dir and config.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        cli_in(self.path(), args)
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+        }
+    }
+
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        child.wait().expect("reap")
+    }
+
+    /// Kills (SIGKILL) and starts again on the same data dir.
+    pub fn crash_and_restart(mut self) -> Self {
+        self.kill9();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+        Self::start_in(dir)
+    }
+
+    pub async fn send(&self, text: &str, urgency: Option<Urgency>) -> EventId {
+        send_to(&self.socket(), text, urgency)
+            .await
+            .expect("message accepted")
+    }
+
+    pub async fn trajectory(&self) -> Vec<TrajectoryItem> {
+        let responses = Client::call(
+            &self.socket(),
+            &Request::Trajectory {
+                limit: None,
+                follow: false,
+            },
+        )
+        .await
+        .expect("trajectory");
+        responses
+            .into_iter()
+            .filter_map(|r| match r {
+                Response::Item { item } => Some(item),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub async fn events(&self) -> Vec<EventRow> {
+        let request = Request::Events {
+            limit: None,
+            state: None,
+            follow: false,
+        };
+        let responses = Client::call(&self.socket(), &request)
+            .await
+            .expect("events");
+        responses
+            .into_iter()
+            .filter_map(|r| match r {
+                Response::Event { event } => Some(event),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub async fn status(&self) -> StatusReport {
+        let responses = Client::call(&self.socket(), &Request::Status)
+            .await
+            .expect("status");
+        match responses.into_iter().next() {
+            Some(Response::Status { status }) => status,
+            other => panic!("unexpected status answer {other:?}"),
+        }
+    }
+
+    /// Polls the trajectory until `done` holds (30 s at most).
+    pub async fn wait_for_trajectory(
+        &self,
+        what: &str,
+        done: impl Fn(&[TrajectoryItem]) -> bool,
+    ) -> Vec<TrajectoryItem> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let items = self.trajectory().await;
+            if done(&items) {
+                return items;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; trajectory: {items:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn wait_for_events(
+        &self,
+        what: &str,
+        done: impl Fn(&[EventRow]) -> bool,
+    ) -> Vec<EventRow> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let events = self.events().await;
+            if done(&events) {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; events: {events:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn common_args(dir: &Path) -> Vec<String> {
+    vec![
+        "--data-dir".into(),
+        dir.display().to_string(),
+        "--config".into(),
+        dir.join("config.toml").display().to_string(),
+    ]
+}
+
+pub fn cli_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(common_args(dir))
+        .args(args)
+        .output()
+        .expect("run steward")
+}
+
+/// Sends one message over its own connection; `Err` when the daemon did not accept it.
+pub async fn send_to(
+    socket: &Path,
+    text: &str,
+    urgency: Option<Urgency>,
+) -> Result<EventId, String> {
+    let request = Request::Send {
+        text: text.into(),
+        urgency,
+        wait: false,
+    };
+    let responses = Client::call(socket, &request)
+        .await
+        .map_err(|e| e.to_string())?;
+    match responses.first() {
+        Some(Response::Accepted { event_id, .. }) => Ok(*event_id),
+        other => Err(format!("not accepted: {other:?}")),
+    }
+}
+
+/// The event ids of the `event` items, in trajectory order.
+pub fn merged_ids(items: &[TrajectoryItem]) -> Vec<EventId> {
+    items
+        .iter()
+        .filter_map(|item| match &item.kind {
+            steward_events::ItemKind::Event { event_id, .. } => Some(*event_id),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
