@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use steward_config::Config;
-use steward_tools::{ToolPipeline, builtin};
+use steward_tools::{ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -38,40 +38,14 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
 
     let store = Store::open(&data_dir.join("db"))
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))?;
-    let inbox = Arc::new(Inbox::open(
-        store.clone(),
-        config.inbox.capacity,
-        config.inbox.dedupe_retention,
-    )?);
-    let trajectory = Arc::new(Trajectory::main(&store)?);
-    let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
-    let replies = ReplyHub::default();
-    let tools = Arc::new(builtin::builtins().build()?);
-    let brain: Arc<dyn Brain> = Arc::new(NoneBrain::new(status.clone()));
-    status.set_brain(brain.name());
-
-    let steps = Arc::new(StepRunner {
-        brain,
-        pipeline: ToolPipeline::new(tools.clone()),
-        replies: replies.clone(),
-        max_rounds: config.dispatcher.max_rounds_per_step,
-        workspace,
-    });
-    let lanes = Lanes::new(
-        inbox.clone(),
-        steps.clone(),
-        status.clone(),
-        replies.clone(),
-        config.lanes.max_parallel,
-    );
-    let dispatcher = Dispatcher {
-        inbox: inbox.clone(),
-        trajectory: trajectory.clone(),
-        steps,
-        lanes,
-        status: status.clone(),
-        replies: replies.clone(),
-    };
+    let Core {
+        inbox,
+        trajectory,
+        status,
+        replies,
+        tools,
+        dispatcher,
+    } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
     let listener = user::bind(&socket_path)
         .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
@@ -129,6 +103,70 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// The parts every channel talks to, wired together: the inbox, the main trajectory, the
+/// status board, the reply hub, the tool registry and the dispatcher (not yet running).
+/// Built once by [`run`]; benchmarks build it directly.
+#[derive(Debug)]
+pub struct Core {
+    pub inbox: Arc<Inbox>,
+    pub trajectory: Arc<Trajectory>,
+    pub status: Arc<StatusBoard>,
+    pub replies: ReplyHub,
+    pub tools: Arc<ToolRegistry>,
+    pub dispatcher: Dispatcher,
+}
+
+impl Core {
+    pub fn build(
+        config: &Config,
+        store: Store,
+        data_dir: PathBuf,
+        workspace: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let inbox = Arc::new(Inbox::open(
+            store.clone(),
+            config.inbox.capacity,
+            config.inbox.dedupe_retention,
+        )?);
+        let trajectory = Arc::new(Trajectory::main(&store)?);
+        let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
+        let replies = ReplyHub::default();
+        let tools = Arc::new(builtin::builtins().build()?);
+        let brain: Arc<dyn Brain> = Arc::new(NoneBrain::new(status.clone()));
+        status.set_brain(brain.name());
+        let steps = Arc::new(StepRunner {
+            brain,
+            pipeline: ToolPipeline::new(tools.clone()),
+            replies: replies.clone(),
+            max_rounds: config.dispatcher.max_rounds_per_step,
+            workspace,
+        });
+        let lanes = Lanes::new(
+            inbox.clone(),
+            steps.clone(),
+            status.clone(),
+            replies.clone(),
+            config.lanes.max_parallel,
+        );
+        let dispatcher = Dispatcher {
+            inbox: inbox.clone(),
+            trajectory: trajectory.clone(),
+            steps,
+            lanes,
+            status: status.clone(),
+            replies: replies.clone(),
+        };
+        Ok(Self {
+            inbox,
+            trajectory,
+            status,
+            replies,
+            tools,
+            dispatcher,
+        })
+    }
 }
 
 /// Creates `dir` (and parents) readable only by the owner.
