@@ -9,20 +9,25 @@
 //! - Backpressure: at most `capacity` events may be pending; `submit` waits for room. On start,
 //!   pending events beyond the capacity are honoured as debt, so the bound holds across
 //!   restarts. Nothing is ever discarded.
-//! - Pending events survive a crash and are read again by the dispatcher on start.
+//! - Pending events survive a crash and are read again by the dispatcher on start. The set of
+//!   pending arrivals is kept in memory; on open it is rebuilt by scanning from the persisted
+//!   `settled` watermark (every arrival below it is terminal), so start-up reads only the tail.
+//! - An event is one insert: its record (and, with a dedupe key, the key's entry right after,
+//!   restored on open if a crash fell between the two). Lookup by id (`get`) scans from the newest record back; it serves rare
+//!   paths (resuming an interrupted step), not the hot one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
 use steward_events::{Event, EventId, EventState};
 use tokio::sync::{Semaphore, broadcast, watch};
 use tracing::error;
 
-use super::{Store, StoreError, decode, encode, seq_from_key, seq_key};
+use std::collections::BTreeSet;
+
+use super::{Store, StoreError, decode, encode, keys};
 
 /// An event with where it is in its life.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -62,26 +67,48 @@ pub struct Inbox {
     room: Arc<Semaphore>,
     /// Permits owed because more events were pending at start than the capacity allows.
     debt: std::sync::Mutex<usize>,
-    pending: std::sync::atomic::AtomicU64,
+    /// Arrivals not yet in a terminal state.
+    pending: std::sync::Mutex<BTreeSet<u64>>,
     retention: Duration,
     changes: broadcast::Sender<InboxChange>,
 }
 
 impl Inbox {
     pub fn open(store: Store, capacity: usize, retention: Duration) -> Result<Self, StoreError> {
-        let next_arrival = match store.events.last()? {
-            Some((key, _)) => seq_from_key("events", &key)? + 1,
+        let next_arrival = match store.log.scan_prefix([keys::EVENT]).next_back() {
+            Some(entry) => arrival_of(&entry?.0)? + 1,
             None => 1,
         };
-        let pending = store.pending.len();
+        let settled = match store.log.get(keys::SETTLED)? {
+            Some(bytes) => keys::trailing_u64(&bytes).unwrap_or(0),
+            None => 0,
+        };
+        let mut pending = BTreeSet::new();
+        for entry in store
+            .log
+            .range(keys::event(settled + 1)..keys::event(next_arrival))
+        {
+            let (key, bytes) = entry?;
+            match decode::<EventRecord>("events", &bytes) {
+                Ok(record) if record.state == EventState::Pending => {
+                    restore_dedupe_entry(&store, &record)?;
+                    pending.insert(record.arrival);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error!(arrival = arrival_of(&key)?, error = %e, "unreadable event record; it cannot be replayed")
+                }
+            }
+        }
+        let count = pending.len();
         Ok(Self {
             store,
             next_arrival: std::sync::Mutex::new(next_arrival),
             // Everything already on disk at open is durable.
             durable_arrival: watch::channel(next_arrival - 1).0,
-            room: Arc::new(Semaphore::new(capacity.saturating_sub(pending))),
-            debt: std::sync::Mutex::new(pending.saturating_sub(capacity)),
-            pending: std::sync::atomic::AtomicU64::new(pending as u64),
+            room: Arc::new(Semaphore::new(capacity.saturating_sub(count))),
+            debt: std::sync::Mutex::new(count.saturating_sub(capacity)),
+            pending: std::sync::Mutex::new(pending),
             retention,
             changes: broadcast::channel(4096).0,
         })
@@ -105,8 +132,6 @@ impl Inbox {
         };
         if duplicate_of.is_none() {
             permit.forget();
-            self.pending
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         self.store.sync(ticket).await?;
         self.durable_arrival
@@ -141,8 +166,7 @@ impl Inbox {
         state: Option<EventState>,
     ) -> Result<(EventRecord, u64), StoreError> {
         let now = Utc::now();
-        // A poisoned lock only means another submit panicked; the counter itself is intact.
-        let mut next = self.next_arrival.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = lock(&self.next_arrival);
         let arrival = *next;
         let state = match state {
             Some(state) => state,
@@ -160,7 +184,7 @@ impl Inbox {
         let bytes = encode(&record)?;
         let dedupe = match (&record.event.dedupe_key, &record.state) {
             (Some(key), EventState::Pending) => Some((
-                key.as_bytes().to_vec(),
+                keys::dedupe(key),
                 encode(&DedupeEntry {
                     id: record.event.id,
                     at_ms: now.timestamp_millis(),
@@ -168,22 +192,15 @@ impl Inbox {
             )),
             _ => None,
         };
-        let is_pending = record.state == EventState::Pending;
-        let id = record.event.id.to_bytes();
-        let s = &self.store;
-        (&s.events, &s.event_index, &s.pending, &s.dedupe).transaction(
-            |(events, index, pending, dedupe_tree)| {
-                events.insert(&seq_key(arrival), bytes.as_slice())?;
-                index.insert(&id, &seq_key(arrival))?;
-                if is_pending {
-                    pending.insert(&seq_key(arrival), &[])?;
-                }
-                if let Some((key, entry)) = &dedupe {
-                    dedupe_tree.insert(key.as_slice(), entry.as_slice())?;
-                }
-                Ok::<_, ConflictableTransactionError<StoreError>>(())
-            },
-        )?;
+        // Two single inserts, not a batch (see `Store`). The record goes first: if a crash
+        // falls between the two, the record is pending and `open` restores its dedupe entry.
+        self.store.log.insert(keys::event(arrival), bytes)?;
+        if let Some((key, entry)) = dedupe {
+            self.store.log.insert(key, entry)?;
+        }
+        if record.state == EventState::Pending {
+            lock(&self.pending).insert(arrival);
+        }
         *next += 1;
         let ticket = self.store.note_write();
         Ok((record, ticket))
@@ -197,7 +214,7 @@ impl Inbox {
         let Some(key) = &event.dedupe_key else {
             return Ok(None);
         };
-        let Some(bytes) = self.store.dedupe.get(key.as_bytes())? else {
+        let Some(bytes) = self.store.log.get(keys::dedupe(key))? else {
             return Ok(None);
         };
         let entry: DedupeEntry = decode("dedupe", &bytes)?;
@@ -214,23 +231,20 @@ impl Inbox {
         let mut records = Vec::new();
         for entry in self
             .store
-            .pending
-            .range(seq_key(after + 1)..=seq_key(durable))
+            .log
+            .range(keys::event(after + 1)..=keys::event(durable))
         {
-            let (key, _) = entry?;
-            let arrival = seq_from_key("pending", &key)?;
-            match self.record_at(arrival) {
-                Ok(Some(record)) => records.push(record),
-                Ok(None) | Err(StoreError::Corrupt { .. }) => {
+            let (key, bytes) = entry?;
+            match decode::<EventRecord>("events", &bytes) {
+                Ok(record) if record.state == EventState::Pending => records.push(record),
+                Ok(_) => {}
+                Err(e) => {
                     // sled checksums its log, so this means a bug or tampering; keep the
                     // dispatcher going and say so loudly rather than wedge on one record.
-                    error!(
-                        arrival,
-                        "pending event record is missing or unreadable; dropping it from the pending index"
-                    );
-                    self.store.pending.remove(key)?;
+                    let arrival = arrival_of(&key)?;
+                    error!(arrival, error = %e, "unreadable pending event record; skipping it");
+                    lock(&self.pending).remove(&arrival);
                 }
-                Err(e) => return Err(e),
             }
             if records.len() >= limit {
                 break;
@@ -240,17 +254,21 @@ impl Inbox {
     }
 
     pub fn record_at(&self, arrival: u64) -> Result<Option<EventRecord>, StoreError> {
-        match self.store.events.get(seq_key(arrival))? {
+        match self.store.log.get(keys::event(arrival))? {
             Some(bytes) => decode("events", &bytes).map(Some),
             None => Ok(None),
         }
     }
 
+    /// The record of event `id`, searched from the newest back (see the module docs).
     pub fn get(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
-        match self.store.event_index.get(id.to_bytes())? {
-            Some(key) => self.record_at(seq_from_key("event_index", &key)?),
-            None => Ok(None),
+        for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
+            let record: EventRecord = decode("events", &entry?.1)?;
+            if record.event.id == id {
+                return Ok(Some(record));
+            }
         }
+        Ok(None)
     }
 
     /// The most recent `limit` records (all when `None`) in `state` if given, oldest first.
@@ -260,7 +278,7 @@ impl Inbox {
         state: Option<&str>,
     ) -> Result<Vec<EventRecord>, StoreError> {
         let mut records = Vec::new();
-        for entry in self.store.events.iter().rev() {
+        for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
             let (_, bytes) = entry?;
             let record: EventRecord = decode("events", &bytes)?;
             if state.is_none_or(|s| record.state.name() == s) {
@@ -274,14 +292,28 @@ impl Inbox {
         Ok(records)
     }
 
-    /// Called after records left the pending state (in a transaction that also removed them
-    /// from the pending index): frees their room and tells followers.
-    pub(crate) fn settled(&self, records: Vec<EventRecord>) {
+    /// Called once records left the pending state on disk: frees their room, advances the
+    /// settled watermark and tells followers.
+    pub(crate) fn settled(&self, records: Vec<EventRecord>) -> Result<(), StoreError> {
         let n = records.len();
-        self.pending
-            .fetch_sub(n as u64, std::sync::atomic::Ordering::SeqCst);
+        // Read before taking `pending`: `write` holds `next_arrival` while it takes `pending`,
+        // so taking them in the other order here could deadlock. An older value only makes
+        // the watermark lower, which is always safe.
+        let accepted = *lock(&self.next_arrival) - 1;
+        let watermark = {
+            let mut pending = lock(&self.pending);
+            for record in &records {
+                pending.remove(&record.arrival);
+            }
+            pending.first().map_or(accepted, |first| first - 1)
+        };
+        // After the state changes in sled's log order, so a recovered watermark never runs
+        // ahead of the states it vouches for.
+        self.store
+            .log
+            .insert(keys::SETTLED, &watermark.to_be_bytes())?;
         let repaid = {
-            let mut debt = self.debt.lock().unwrap_or_else(|p| p.into_inner());
+            let mut debt = lock(&self.debt);
             let repaid = (*debt).min(n);
             *debt -= repaid;
             repaid
@@ -290,22 +322,18 @@ impl Inbox {
         for record in records {
             let _ = self.changes.send(InboxChange(record));
         }
+        Ok(())
     }
 
     /// Moves one pending event to a terminal state outside any trajectory (e.g. `dead`).
     pub fn finish(&self, mut record: EventRecord, state: EventState) -> Result<(), StoreError> {
         record.state = state;
         record.updated_at = Utc::now();
-        let bytes = encode(&record)?;
-        let key = seq_key(record.arrival);
-        (&self.store.events, &self.store.pending).transaction(|(events, pending)| {
-            events.insert(&key, bytes.as_slice())?;
-            pending.remove(&key)?;
-            Ok::<_, ConflictableTransactionError<StoreError>>(())
-        })?;
+        self.store
+            .log
+            .insert(keys::event(record.arrival), encode(&record)?)?;
         self.store.note_write();
-        self.settled(vec![record]);
-        Ok(())
+        self.settled(vec![record])
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<InboxChange> {
@@ -318,15 +346,45 @@ impl Inbox {
     }
 
     pub fn pending_count(&self) -> u64 {
-        self.pending.load(std::sync::atomic::Ordering::SeqCst)
+        lock(&self.pending).len() as u64
     }
 
     /// Every event ever accepted, in any state.
     pub fn events_total(&self) -> u64 {
-        *self.next_arrival.lock().unwrap_or_else(|p| p.into_inner()) - 1
+        *lock(&self.next_arrival) - 1
     }
 
     pub(crate) fn store(&self) -> &Store {
         &self.store
     }
+}
+
+/// A pending event's dedupe entry is written just after its record; a crash in between
+/// leaves the record without it. Only pending records can be in that state: anything that
+/// settled was written later in sled's log order, so its dedupe entry survived too.
+fn restore_dedupe_entry(store: &Store, record: &EventRecord) -> Result<(), StoreError> {
+    let Some(key) = &record.event.dedupe_key else {
+        return Ok(());
+    };
+    let key = keys::dedupe(key);
+    if store.log.get(&key)?.is_none() {
+        let entry = DedupeEntry {
+            id: record.event.id,
+            at_ms: record.event.received_at.timestamp_millis(),
+        };
+        store.log.insert(key, encode(&entry)?)?;
+    }
+    Ok(())
+}
+
+fn arrival_of(key: &[u8]) -> Result<u64, StoreError> {
+    keys::trailing_u64(key).ok_or_else(|| StoreError::Corrupt {
+        tree: "log",
+        reason: format!("event key of {} bytes", key.len()),
+    })
+}
+
+/// The guarded values stay consistent even if a holder panicked (each update is one step).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -1,23 +1,21 @@
-//! Trajectories: append-only, numbered items in sled. The main trajectory lives in its own
-//! tree; each side lane's lives in a shared tree under its origin event's id.
+//! Trajectories: append-only, numbered items in the store's log tree, the main one under its
+//! own prefix and each side lane's under its origin event's id.
 //!
-//! Merging events is one transaction that appends their `event` items, marks them `merged`
-//! with their seq and removes them from the pending index — so after a crash an event is
-//! either merged exactly once or still pending, never both, never twice.
+//! Merging events is one atomic batch that appends their `event` items and marks them
+//! `merged` with their seq — so after a crash an event is either merged exactly once or still
+//! pending, never both, never twice.
 
 use chrono::Utc;
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
 use steward_events::{EventId, EventState, ItemKind, TrajectoryId, TrajectoryItem};
 use tokio::sync::watch;
 
-use super::{EventRecord, Inbox, Store, StoreError, decode, encode, seq_key};
+use super::{EventRecord, Inbox, Store, StoreError, decode, encode, keys};
 
 #[derive(Debug)]
 pub struct Trajectory {
     id: TrajectoryId,
     tree: sled::Tree,
-    /// Empty for the main trajectory; the origin event's id bytes for a lane.
+    /// The key prefix of this trajectory's items in the log tree.
     prefix: Vec<u8>,
     next_seq: std::sync::Mutex<u64>,
     latest: watch::Sender<u64>,
@@ -26,18 +24,14 @@ pub struct Trajectory {
 
 impl Trajectory {
     pub fn main(store: &Store) -> Result<Self, StoreError> {
-        Self::open(
-            TrajectoryId::main(),
-            store.main_trajectory.clone(),
-            Vec::new(),
-        )
+        Self::open(TrajectoryId::main(), store.log.clone(), keys::main_prefix())
     }
 
     pub fn lane(store: &Store, origin: EventId) -> Result<Self, StoreError> {
         Self::open(
             TrajectoryId::lane(origin),
-            store.lane_trajectories.clone(),
-            origin.to_bytes().to_vec(),
+            store.log.clone(),
+            keys::lane_prefix(origin),
         )
     }
 
@@ -68,7 +62,7 @@ impl Trajectory {
 
     fn key(&self, seq: u64) -> Vec<u8> {
         let mut key = self.prefix.clone();
-        key.extend_from_slice(&seq_key(seq));
+        key.extend_from_slice(&seq.to_be_bytes());
         key
     }
 
@@ -100,7 +94,7 @@ impl Trajectory {
         let now = Utc::now();
         let mut items = Vec::with_capacity(records.len());
         let mut merged = Vec::with_capacity(records.len());
-        let mut writes = Vec::with_capacity(records.len());
+        let mut batch = sled::Batch::default();
         for (i, mut record) in records.into_iter().enumerate() {
             let item = TrajectoryItem {
                 seq: *next + i as u64,
@@ -113,29 +107,17 @@ impl Trajectory {
                 seq: item.seq,
             };
             record.updated_at = now;
-            writes.push((
-                self.key(item.seq),
-                encode(&item)?,
-                seq_key(record.arrival),
-                encode(&record)?,
-            ));
+            batch.insert(self.key(item.seq), encode(&item)?);
+            batch.insert(&keys::event(record.arrival), encode(&record)?);
             items.push(item);
             merged.push(record);
         }
-        let store = inbox.store();
-        (&self.tree, &store.events, &store.pending).transaction(|(tree, events, pending)| {
-            for (item_key, item, arrival_key, record) in &writes {
-                tree.insert(item_key.as_slice(), item.as_slice())?;
-                events.insert(arrival_key, record.as_slice())?;
-                pending.remove(arrival_key)?;
-            }
-            Ok::<_, ConflictableTransactionError<StoreError>>(())
-        })?;
+        self.tree.apply_batch(batch)?;
         *next += items.len() as u64;
         self.latest.send_replace(*next - 1);
         drop(next);
-        store.note_write();
-        inbox.settled(merged);
+        inbox.store().note_write();
+        inbox.settled(merged)?;
         Ok(items)
     }
 
