@@ -230,7 +230,7 @@ fn spawn_until_ready() -> (Duration, std::process::Child, tempfile::TempDir) {
         .unwrap();
     let data = dir.path().join("data");
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .arg("--data-dir")
         .arg(&data)
         .arg("--config")
@@ -244,13 +244,25 @@ fn spawn_until_ready() -> (Duration, std::process::Child, tempfile::TempDir) {
         .spawn()
         .unwrap();
     let mut buf = [0u8; 4096];
-    loop {
-        let n = notify.recv(&mut buf).unwrap();
-        if String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .any(|l| l == "READY=1")
-        {
-            return (started.elapsed(), child, dir);
+    let ready = loop {
+        match notify.recv(&mut buf) {
+            Ok(n)
+                if String::from_utf8_lossy(&buf[..n])
+                    .lines()
+                    .any(|l| l == "READY=1") =>
+            {
+                break Ok(started.elapsed());
+            }
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    match ready {
+        Ok(elapsed) => (elapsed, child, dir),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no READY=1 from steward: {e}");
         }
     }
 }
