@@ -165,3 +165,6 @@ pub(crate) fn decode<T: DeserializeOwned>(
         reason: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests;

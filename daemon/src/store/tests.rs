@@ -1,0 +1,266 @@
+//! The inbox and trajectory against a real sled database in a temp dir, including reopening
+//! it as a restart would.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use steward_events::{Event, EventState, Payload, Sender, Source, Trust};
+
+use super::{EventRecord, Inbox, Store, Trajectory, keys};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn event(text: &str, dedupe: Option<&str>) -> Event {
+    let mut event = Event::new(
+        Source::Webhook,
+        "webhook:test",
+        Sender {
+            identity: "test".into(),
+            authenticated_by: "test".into(),
+        },
+        Trust::Untrusted,
+        Payload::Message { text: text.into() },
+    );
+    event.dedupe_key = dedupe.map(str::to_owned);
+    event
+}
+
+fn open(dir: &Path, capacity: usize, retention: Duration) -> (Store, Arc<Inbox>) {
+    let store = Store::open(&dir.join("db")).unwrap();
+    let inbox = Arc::new(Inbox::open(store.clone(), capacity, retention).unwrap());
+    (store, inbox)
+}
+
+#[tokio::test]
+async fn submitted_events_survive_a_reopen_and_are_pending_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = {
+        let (_store, inbox) = open(dir.path(), 100, DAY);
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            ids.push(
+                inbox
+                    .submit(event(&format!("e{i}"), None))
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        ids
+    };
+    let (store, inbox) = open(dir.path(), 100, DAY);
+    assert_eq!(inbox.pending_count(), 3);
+    assert_eq!(inbox.events_total(), 3);
+    let pending: Vec<_> = inbox
+        .read_pending(0, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.event.id)
+        .collect();
+    assert_eq!(pending, ids);
+
+    // Merge the first; after another reopen only the other two are pending.
+    let trajectory = Trajectory::main(&store).unwrap();
+    let first = inbox.read_pending(0, 1).unwrap();
+    let items = trajectory.merge_events(&inbox, 1, first).unwrap();
+    assert_eq!(items[0].seq, 1);
+    drop((store, inbox, trajectory));
+    let (store, inbox) = open(dir.path(), 100, DAY);
+    let pending: Vec<_> = inbox
+        .read_pending(0, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.event.id)
+        .collect();
+    assert_eq!(pending, ids[1..]);
+    let merged = inbox.get(ids[0]).unwrap().unwrap();
+    assert!(
+        matches!(merged.state, EventState::Merged { seq: 1, .. }),
+        "{merged:?}"
+    );
+    assert_eq!(
+        Trajectory::main(&store).unwrap().list(None).unwrap().len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_dedupe_key_seen_within_retention_is_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, inbox) = open(dir.path(), 100, DAY);
+    let first = inbox.submit(event("a", Some("delivery-1"))).await.unwrap();
+    let again = inbox
+        .submit(event("a again", Some("delivery-1")))
+        .await
+        .unwrap();
+    let other = inbox.submit(event("b", Some("delivery-2"))).await.unwrap();
+    assert_eq!(first.duplicate_of, None);
+    assert_eq!(again.duplicate_of, Some(first.id));
+    assert_eq!(other.duplicate_of, None);
+    assert_eq!(inbox.pending_count(), 2, "the duplicate is not processed");
+    let record = inbox.get(again.id).unwrap().unwrap();
+    assert_eq!(
+        record.state,
+        EventState::Duplicate { of: first.id },
+        "it is recorded, visibly"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, inbox) = open(dir.path(), 100, Duration::ZERO);
+    inbox.submit(event("a", Some("k"))).await.unwrap();
+    let later = inbox.submit(event("a", Some("k"))).await.unwrap();
+    assert_eq!(
+        later.duplicate_of, None,
+        "outside the retention window it is new"
+    );
+}
+
+#[tokio::test]
+async fn a_dedupe_entry_lost_in_a_crash_is_restored_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_id = {
+        let (store, inbox) = open(dir.path(), 100, DAY);
+        let first = inbox.submit(event("a", Some("delivery-9"))).await.unwrap();
+        // As if the process died between the record's insert and its dedupe entry's.
+        store.log.remove(keys::dedupe("delivery-9")).unwrap();
+        store.flush().await.unwrap();
+        first.id
+    };
+    let (_store, inbox) = open(dir.path(), 100, DAY);
+    let redelivered = inbox.submit(event("a", Some("delivery-9"))).await.unwrap();
+    assert_eq!(redelivered.duplicate_of, Some(first_id));
+}
+
+#[tokio::test]
+async fn a_full_inbox_makes_senders_wait_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, inbox) = open(dir.path(), 2, DAY);
+    inbox.submit(event("1", None)).await.unwrap();
+    inbox.submit(event("2", None)).await.unwrap();
+    let waiting = {
+        let inbox = inbox.clone();
+        tokio::spawn(async move { inbox.submit(event("3", None)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the third submit must wait for room"
+    );
+    assert_eq!(inbox.events_total(), 2);
+
+    let oldest = inbox.read_pending(0, 1).unwrap().remove(0);
+    inbox
+        .finish(
+            oldest,
+            EventState::Dead {
+                error: "test".into(),
+            },
+        )
+        .unwrap();
+    let third = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("room was freed")
+        .unwrap();
+    assert_eq!(third.arrival, 3);
+    assert_eq!(inbox.pending_count(), 2);
+}
+
+#[tokio::test]
+async fn more_pending_than_capacity_after_a_restart_is_honoured_as_debt() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (_store, inbox) = open(dir.path(), 10, DAY);
+        for i in 0..3 {
+            inbox.submit(event(&format!("{i}"), None)).await.unwrap();
+        }
+    }
+    let (_store, inbox) = open(dir.path(), 2, DAY);
+    let blocked = {
+        let inbox = inbox.clone();
+        tokio::spawn(async move { inbox.submit(event("new", None)).await.unwrap() })
+    };
+    let mut pending = inbox.read_pending(0, 3).unwrap().into_iter();
+    let settle = |record| {
+        inbox
+            .finish(
+                record,
+                EventState::Dead {
+                    error: "test".into(),
+                },
+            )
+            .unwrap()
+    };
+    settle(pending.next().unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !blocked.is_finished(),
+        "2 still pending at capacity 2: no room yet"
+    );
+    settle(pending.next().unwrap());
+    tokio::time::timeout(Duration::from_secs(5), blocked)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_unreadable_pending_record_is_skipped_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, inbox) = open(dir.path(), 100, DAY);
+    inbox.submit(event("good", None)).await.unwrap();
+    store
+        .log
+        .insert(keys::event(1), b"{not json".to_vec())
+        .unwrap();
+    let good = inbox.submit(event("good too", None)).await.unwrap();
+    let pending = inbox.read_pending(0, 10).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event.id, good.id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submits_and_settles_do_not_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, inbox) = open(dir.path(), 1000, DAY);
+    let trajectory = Arc::new(Trajectory::main(&store).unwrap());
+    let submitters: Vec<_> = (0..8)
+        .map(|s| {
+            let inbox = inbox.clone();
+            tokio::spawn(async move {
+                for i in 0..200 {
+                    inbox
+                        .submit(event(&format!("{s}-{i}"), None))
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    let merger = {
+        let inbox = inbox.clone();
+        let trajectory = trajectory.clone();
+        tokio::spawn(async move {
+            let (mut cursor, mut merged) = (0, 0);
+            while merged < 1600 {
+                let batch: Vec<EventRecord> = inbox.read_pending(cursor, 64).unwrap();
+                if let Some(last) = batch.last() {
+                    cursor = last.arrival;
+                }
+                merged += batch.len();
+                trajectory.merge_events(&inbox, 1, batch).unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(60), async {
+        for s in submitters {
+            s.await.unwrap();
+        }
+        merger.await.unwrap();
+    })
+    .await
+    .expect("no deadlock");
+    assert_eq!(inbox.pending_count(), 0);
+    assert_eq!(trajectory.list(None).unwrap().len(), 1600);
+}
