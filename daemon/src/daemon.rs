@@ -4,7 +4,7 @@
 //! cancelled, and whatever is still running when `daemon.shutdown_grace_secs` runs out is
 //! abandoned (the inbox is durable, so nothing acknowledged is lost).
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -169,11 +169,22 @@ impl Core {
     }
 }
 
-/// Creates `dir` (and parents) readable only by the owner.
+/// Creates `dir` (and parents) readable only by the owner, and tightens an existing `dir`
+/// that others could read: it holds every message the owner ever sent.
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        warn!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "data dir was readable by others; setting it to 0700");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict {}", dir.display()))?;
+    }
+    Ok(())
 }

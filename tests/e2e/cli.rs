@@ -242,3 +242,102 @@ fn trajectory_follow_prints_new_items_as_they_come() {
     );
     assert_eq!(sent.len(), 26);
 }
+
+#[test]
+fn the_watchdog_is_pinged_and_the_socket_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "").unwrap();
+    let daemon = TestDaemon::start_in_with_env(dir, &[("WATCHDOG_USEC", "200000")]);
+    let mut buf = [0u8; 256];
+    let mut pings = 0;
+    while pings < 3 {
+        let n = daemon
+            .notify
+            .recv(&mut buf)
+            .expect("a watchdog ping every 100 ms");
+        if String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .any(|l| l == "WATCHDOG=1")
+        {
+            pings += 1;
+        }
+    }
+    let mode = std::fs::metadata(daemon.socket())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "control socket mode {mode:o}");
+    let data_dir = std::fs::metadata(daemon.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(data_dir & 0o077, 0, "data dir mode {data_dir:o}");
+}
+
+#[test]
+fn sigint_stops_cleanly_with_json_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(BIN)
+        .args(common_args(dir.path()))
+        .args(["run", "--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = dir.path().join("steward.sock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the daemon never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let logs = stderr(&output);
+    let lines: Vec<Value> = logs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "SIGINT: shutting down"),
+        "{logs}"
+    );
+    assert!(!socket.exists(), "the socket is removed on shutdown");
+}
+
+#[test]
+fn events_follow_prints_arrivals_and_state_changes() {
+    let daemon = TestDaemon::start();
+    daemon.cli(&["send", "before"]);
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .args(["events", "--follow", "--json", "--limit", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["text"], "before");
+    let sent = stdout(&daemon.cli(&["send", "after"])).trim().to_owned();
+    let mut states = Vec::new();
+    for line in lines.by_ref() {
+        let row: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if row["id"] == sent.as_str() {
+            states.push(row["state"].as_str().unwrap().to_owned());
+            if row["state"] == "merged" {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(states, ["pending", "merged"]);
+}

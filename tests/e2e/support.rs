@@ -16,6 +16,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_steward");
 pub struct TestDaemon {
     pub dir: TempDir,
     pub child: Option<Child>,
+    /// Receives what the daemon sends to `NOTIFY_SOCKET` after `READY=1`.
+    pub notify: UnixDatagram,
 }
 
 impl TestDaemon {
@@ -31,6 +33,10 @@ impl TestDaemon {
 
     /// Starts the daemon on an existing data dir (a restart).
     pub fn start_in(dir: TempDir) -> Self {
+        Self::start_in_with_env(dir, &[])
+    }
+
+    pub fn start_in_with_env(dir: TempDir, env: &[(&str, &str)]) -> Self {
         let notify_path = dir.path().join("notify.sock");
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
@@ -42,6 +48,7 @@ impl TestDaemon {
             .arg("run")
             .env("NOTIFY_SOCKET", &notify_path)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -58,6 +65,7 @@ impl TestDaemon {
         Self {
             dir,
             child: Some(child),
+            notify,
         }
     }
 
