@@ -233,9 +233,9 @@ fn spawn_until_ready() -> (Duration, std::process::Child, tempfile::TempDir) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .arg("--data-dir")
         .arg(&data)
-        .arg("--config")
-        .arg(dir.path().join("absent.toml"))
         .arg("run")
+        // No config file at the default path: the embedded defaults.
+        .env("XDG_CONFIG_HOME", dir.path())
         .env("NOTIFY_SOCKET", &notify_path)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -275,13 +275,15 @@ fn terminate(mut child: std::process::Child) {
     child.wait().unwrap();
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A `kB` field of /proc/PID/status, in MB.
+fn status_mb(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
+    let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+        .unwrap();
+    kib as f64 / 1024.0
 }
 
 fn main() {
@@ -343,9 +345,12 @@ fn main() {
     let (_, child, _dir) = spawn_until_ready();
     let idle = if quick { 2 } else { 10 };
     std::thread::sleep(Duration::from_secs(idle));
+    let pid = child.id();
     println!(
-        "idle RSS after {idle}s (default config): {:.1} MB",
-        rss_kib(child.id()) as f64 / 1024.0
+        "idle RSS after {idle}s (default config): {:.1} MB (anonymous {:.1} MB, file-backed {:.1} MB: the mapped binary and libc)",
+        status_mb(pid, "VmRSS:"),
+        status_mb(pid, "RssAnon:"),
+        status_mb(pid, "RssFile:"),
     );
     terminate(child);
 }

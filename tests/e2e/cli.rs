@@ -40,6 +40,30 @@ fn bad_config_exits_78_naming_the_key() {
 }
 
 #[test]
+fn a_named_config_file_must_exist_but_the_default_one_may_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cli_in(dir.path(), &["status"]);
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    assert!(stderr(&output).contains("does not exist"), "{output:?}");
+
+    // No --config and no file at the XDG default: embedded defaults, the daemon starts.
+    let output = Command::new(BIN)
+        .args([
+            "--data-dir",
+            &dir.path().join("data").display().to_string(),
+            "status",
+        ])
+        .env("XDG_CONFIG_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(69),
+        "config fine, daemon absent: {output:?}"
+    );
+}
+
+#[test]
 fn a_second_instance_on_the_same_data_dir_is_refused() {
     let daemon = TestDaemon::start();
     let started = Instant::now();
@@ -60,6 +84,7 @@ fn a_second_instance_on_the_same_data_dir_is_refused() {
 #[test]
 fn commands_without_a_daemon_fail_naming_the_socket() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "").unwrap();
     for args in [&["send", "hi"][..], &["status"], &["events"]] {
         let output = cli_in(dir.path(), args);
         assert_eq!(output.status.code(), Some(69), "{args:?}");
@@ -278,6 +303,7 @@ fn the_watchdog_is_pinged_and_the_socket_is_private() {
 #[test]
 fn sigint_stops_cleanly_with_json_logs() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "").unwrap();
     let child = Command::new(BIN)
         .args(common_args(dir.path()))
         .args(["run", "--log-format", "json"])

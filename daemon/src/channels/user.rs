@@ -142,7 +142,7 @@ impl UserChannel {
                 wait,
             } => {
                 let mut announcements = wait.then(|| self.replies.subscribe());
-                let accepted = self.accept_text(text, urgency, s).await?;
+                let accepted = self.accept_text(text, urgency, s, shutdown).await?;
                 if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
                     let mine = HashSet::from([id]);
                     loop {
@@ -191,6 +191,7 @@ impl UserChannel {
         text: String,
         urgency: Option<Urgency>,
         s: &mut Session,
+        shutdown: &CancellationToken,
     ) -> std::io::Result<Option<EventId>> {
         let mut event = Event::new(
             Source::User,
@@ -226,7 +227,16 @@ impl UserChannel {
             s.write(&Response::Rejected { event_id, reason }).await?;
             return Ok(None);
         }
-        match self.inbox.submit(event).await {
+        // A full inbox makes the client wait (backpressure); shutdown ends the wait, and the
+        // client, never told "accepted", knows the message was not taken.
+        let submitted = tokio::select! {
+            submitted = self.inbox.submit(event) => submitted,
+            () = shutdown.cancelled() => {
+                s.write(&Response::Error { message: "the daemon is shutting down; the message was not stored".into() }).await?;
+                return Ok(None);
+            }
+        };
+        match submitted {
             Ok(submitted) => {
                 s.write(&Response::Accepted {
                     event_id: submitted.id,
@@ -259,7 +269,7 @@ impl UserChannel {
                     }
                     match serde_json::from_str::<ChatLine>(&line) {
                         Ok(chat) => {
-                            if let Some(id) = self.accept_text(chat.text, chat.urgency, s).await? {
+                            if let Some(id) = self.accept_text(chat.text, chat.urgency, s, shutdown).await? {
                                 mine.insert(id);
                             }
                         }

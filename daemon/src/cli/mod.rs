@@ -86,7 +86,7 @@ pub struct EventsArgs {
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// Only events in this state
-    #[arg(long, value_name = "S", value_parser = ["pending", "merged", "duplicate", "rejected", "dead"])]
+    #[arg(long, value_name = "S", value_parser = steward_events::EventState::NAMES)]
     state: Option<String>,
     /// Keep printing new events and state changes
     #[arg(long)]
@@ -134,6 +134,16 @@ pub fn main() -> ExitCode {
     let config_path = cli.config.clone().or_else(paths::default_config_path);
     if let Command::Init { force } = cli.command {
         return init::init(config_path, force);
+    }
+    // The default path may be absent (embedded defaults); a path the user named must exist.
+    if let Some(named) = &cli.config
+        && !named.exists()
+    {
+        eprintln!(
+            "steward: config file {} does not exist (run `steward init --config {0}` to create it)",
+            named.display()
+        );
+        return ExitCode::from(EX_CONFIG);
     }
     let config = match config_path.as_deref().map(Config::load).transpose() {
         Ok(loaded) => loaded.flatten().unwrap_or_default(),

@@ -253,13 +253,6 @@ impl Inbox {
         Ok(records)
     }
 
-    pub fn record_at(&self, arrival: u64) -> Result<Option<EventRecord>, StoreError> {
-        match self.store.log.get(keys::event(arrival))? {
-            Some(bytes) => decode("events", &bytes).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// The record of event `id`, searched from the newest back (see the module docs).
     pub fn get(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
         for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
