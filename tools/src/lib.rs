@@ -17,6 +17,7 @@ mod contract;
 mod error;
 mod pipeline;
 mod registry;
+pub mod safety;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::ExecutionContext;

@@ -1,0 +1,225 @@
+//! From tokens to the simple commands a script would run, flattened: control flow (`if`,
+//! `for`, `while`, `&&`, subshells, brace groups) is walked through, not evaluated — for
+//! safety every command that could run counts. Pipelines are kept (a download piped into a
+//! shell is only visible as a pipeline), and so are function definitions (fork bombs).
+
+use super::lexer::{LexError, Token, Word, lex};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// `NAME=value` words before the command name.
+    pub assignments: Vec<Word>,
+    pub argv: Vec<Word>,
+    /// (operator, target); here-documents have an empty target.
+    pub redirects: Vec<(String, Word)>,
+    /// Commands of one pipeline share this number.
+    pub pipeline: usize,
+    /// Position within the pipeline (0 = first).
+    pub position: usize,
+    /// The function whose body this command is in, if any.
+    pub in_function: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Script {
+    pub commands: Vec<SimpleCommand>,
+    /// Command substitutions anywhere in the script, still to be analysed.
+    pub substitutions: Vec<String>,
+}
+
+const SKIPPED_KEYWORDS: [&str; 12] = [
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}",
+];
+
+pub fn parse(source: &str) -> Result<Script, LexError> {
+    let tokens = lex(source)?;
+    let mut script = Script::default();
+    let mut current = SimpleCommand::default();
+    let mut pipeline = 0;
+    let mut position = 0;
+    // (function name, brace depth at which its body closes)
+    let mut functions: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut tokens = tokens.into_iter().peekable();
+
+    let finish = |script: &mut Script,
+                  current: &mut SimpleCommand,
+                  pipeline: usize,
+                  position: usize,
+                  functions: &[(String, usize)]| {
+        if !current.argv.is_empty()
+            || !current.redirects.is_empty()
+            || !current.assignments.is_empty()
+        {
+            let mut done = std::mem::take(current);
+            done.pipeline = pipeline;
+            done.position = position;
+            done.in_function = functions.last().map(|(name, _)| name.clone());
+            script.commands.push(done);
+        }
+    };
+
+    while let Some(token) = tokens.next() {
+        match token {
+            Token::Word(word) => {
+                script
+                    .substitutions
+                    .extend(word.substitutions.iter().cloned());
+                let at_start = current.argv.is_empty();
+                if at_start && current.assignments.is_empty() && !word.dynamic {
+                    if word.text == "{" {
+                        depth += 1;
+                        continue;
+                    }
+                    if word.text == "}" {
+                        if functions.last().is_some_and(|(_, d)| *d == depth) {
+                            functions.pop();
+                        }
+                        depth = depth.saturating_sub(1);
+                        continue;
+                    }
+                    if SKIPPED_KEYWORDS.contains(&word.text.as_str()) {
+                        continue;
+                    }
+                    if word.text == "case" {
+                        return Err(LexError("`case` is not supported".into()));
+                    }
+                    if word.text == "for" || word.text == "select" {
+                        // `for NAME [in WORDS…]` up to the separator; the words may hold
+                        // substitutions.
+                        while let Some(Token::Word(w)) = tokens.peek() {
+                            script.substitutions.extend(w.substitutions.iter().cloned());
+                            tokens.next();
+                        }
+                        continue;
+                    }
+                    // `name() { …; }` — a function definition.
+                    if tokens.peek() == Some(&Token::Op("(")) {
+                        tokens.next();
+                        if tokens.next() != Some(Token::Op(")")) {
+                            return Err(LexError(format!("unexpected `(` after `{}`", word.text)));
+                        }
+                        while tokens.peek() == Some(&Token::Op("\n")) {
+                            tokens.next();
+                        }
+                        functions.push((word.text.clone(), depth + 1));
+                        continue;
+                    }
+                }
+                if at_start && is_assignment(&word) {
+                    current.assignments.push(word);
+                } else {
+                    current.argv.push(word);
+                }
+            }
+            Token::Redirect(op) => {
+                let target = if op.ends_with("<<") || op.ends_with("<<-") {
+                    Word::default()
+                } else {
+                    match tokens.next() {
+                        Some(Token::Word(word)) => {
+                            script
+                                .substitutions
+                                .extend(word.substitutions.iter().cloned());
+                            word
+                        }
+                        _ => return Err(LexError(format!("`{op}` needs a target"))),
+                    }
+                };
+                current.redirects.push((op, target));
+            }
+            Token::HereDoc(substitutions) => script.substitutions.extend(substitutions),
+            Token::Op(op) => {
+                finish(&mut script, &mut current, pipeline, position, &functions);
+                match op {
+                    "|" | "|&" => position += 1,
+                    "(" | ")" => {}
+                    _ => {
+                        pipeline += 1;
+                        position = 0;
+                    }
+                }
+            }
+        }
+    }
+    finish(&mut script, &mut current, pipeline, position, &functions);
+    Ok(script)
+}
+
+fn is_assignment(word: &Word) -> bool {
+    match word.text.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argvs(source: &str) -> Vec<Vec<String>> {
+        parse(source)
+            .unwrap()
+            .commands
+            .into_iter()
+            .map(|c| c.argv.into_iter().map(|w| w.text).collect())
+            .collect()
+    }
+
+    #[test]
+    fn quoting_is_removed_as_the_shell_would() {
+        assert_eq!(argvs(r#"r''m -"rf" \/"#), [["rm", "-rf", "/"]]);
+        assert_eq!(argvs("'/bin/rm' $'-rf' x"), [["/bin/rm", "-rf", "x"]]);
+        assert_eq!(argvs("echo \"a b\" 'c d'"), [["echo", "a b", "c d"]]);
+    }
+
+    #[test]
+    fn separators_and_structure_are_walked_through() {
+        let got = argvs(
+            "a; b && c || d | e & f\ng\nif h; then i; fi; for x in 1 2; do j $x; done; (k); { l; }",
+        );
+        let names: Vec<&str> = got.iter().map(|a| a[0].as_str()).collect();
+        assert_eq!(
+            names,
+            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
+        );
+    }
+
+    #[test]
+    fn substitutions_and_heredocs_are_collected() {
+        let script = parse("echo $(rm -rf /) `id` <(curl x)\ncat <<EOF\n$(whoami)\nEOF\ncat <<'EOF'\n$(not run)\nEOF\n").unwrap();
+        assert_eq!(script.substitutions, ["rm -rf /", "id", "curl x", "whoami"]);
+    }
+
+    #[test]
+    fn pipelines_and_functions_are_kept() {
+        let script = parse(":(){ :|:& };:").unwrap();
+        let inside: Vec<_> = script
+            .commands
+            .iter()
+            .filter(|c| c.in_function.as_deref() == Some(":"))
+            .collect();
+        assert_eq!(inside.len(), 2);
+        assert_eq!(inside[0].pipeline, inside[1].pipeline);
+        assert_eq!(inside[1].position, 1);
+    }
+
+    #[test]
+    fn malformed_input_is_an_error() {
+        for bad in [
+            "echo 'x",
+            "echo \"x",
+            "echo $(x",
+            "echo `x",
+            "cat <<EOF\nno end",
+            "echo >",
+            "case x in a) y;; esac",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}
