@@ -27,7 +27,20 @@ fn event(text: &str, dedupe: Option<&str>) -> Event {
 }
 
 fn open(dir: &Path, capacity: usize, retention: Duration) -> (Store, Arc<Inbox>) {
-    let store = Store::open(&dir.join("db")).unwrap();
+    // Reopening in the same process: sled's background threads may hold the directory lock
+    // for a moment after the last handle is dropped.
+    let mut attempts = 0;
+    let store = loop {
+        match Store::open(&dir.join("db")) {
+            Ok(store) => break store,
+            Err(e) if attempts < 100 => {
+                attempts += 1;
+                eprintln!("reopen attempt {attempts}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("cannot reopen the store: {e}"),
+        }
+    };
     let inbox = Arc::new(Inbox::open(store.clone(), capacity, retention).unwrap());
     (store, inbox)
 }
