@@ -16,6 +16,7 @@ mod context;
 mod contract;
 mod error;
 mod pipeline;
+pub mod policy;
 mod registry;
 pub mod safety;
 

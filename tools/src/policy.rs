@@ -1,0 +1,428 @@
+//! Policy: whether a call may run, must be confirmed by the owner, or is refused — a pure
+//! function of the tool's contract, the mode, the lane, the taint of the step, and the
+//! configured rules, so that every decision is a row in a table test.
+//!
+//! Order of precedence (first that applies wins, except that taint can only tighten):
+//! 1. plan mode runs only `read_only` tools;
+//! 2. a side lane runs only lane-allowed tools, never writes memory, and cannot ask the owner
+//!    (what would need confirmation is refused there instead);
+//! 3. the first configured rule matching the tool (`name`, `group:…` or `*`);
+//! 4. defaults: read-only and idempotent writes run; non-idempotent tools and system changes
+//!    need confirmation;
+//! 5. taint: once untrusted content entered the step, every call that is not read-only needs
+//!    confirmation, whatever the rules said (a `deny` stays a `deny`).
+//!
+//! Not wired into the pipeline yet: confirmation (`PendingAction`) lands with it.
+
+use steward_events::Trust;
+
+use crate::contract::{SideEffect, ToolContract};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Look, don't touch.
+    Plan,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Confirm { reason: String },
+    Deny { reason: String, policy_id: String },
+}
+
+/// A configured rule: `tool` is a tool name, `group:NAME` or `*`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyRule {
+    pub id: String,
+    pub tool: String,
+    pub decision: RuleDecision,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleDecision {
+    Allow,
+    Confirm,
+    Deny,
+}
+
+/// Everything a decision depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyInput<'a> {
+    pub contract: &'a ToolContract,
+    pub mode: Mode,
+    pub in_lane: bool,
+    /// The least trusted content that entered the step so far.
+    pub step_trust: Trust,
+    pub rules: &'a [PolicyRule],
+}
+
+fn deny(reason: impl Into<String>, policy_id: &str) -> Decision {
+    Decision::Deny {
+        reason: reason.into(),
+        policy_id: policy_id.to_owned(),
+    }
+}
+
+pub fn decide(input: PolicyInput<'_>) -> Decision {
+    let c = input.contract;
+    if input.mode == Mode::Plan && c.side_effect != SideEffect::ReadOnly {
+        return deny(
+            format!("plan mode runs only read-only tools; `{}` is not", c.name),
+            "mode.plan",
+        );
+    }
+    if input.in_lane {
+        if !c.allowed_in_lane {
+            return deny(
+                format!("`{}` is not allowed in a side lane", c.name),
+                "lane.tools",
+            );
+        }
+        if c.side_effect != SideEffect::ReadOnly && c.groups.iter().any(|g| g == "group:memory") {
+            return deny("side lanes cannot write memory", "lane.memory");
+        }
+    }
+    let matched = input
+        .rules
+        .iter()
+        .find(|rule| rule.tool == "*" || rule.tool == c.name || c.groups.contains(&rule.tool));
+    let mut decision = match matched {
+        Some(rule) => match rule.decision {
+            RuleDecision::Allow => Decision::Allow,
+            RuleDecision::Confirm => Decision::Confirm {
+                reason: format!("policy `{}` asks to confirm `{}`", rule.id, c.name),
+            },
+            RuleDecision::Deny => {
+                return deny(
+                    format!("policy `{}` denies `{}`", rule.id, c.name),
+                    &rule.id,
+                );
+            }
+        },
+        None if !c.idempotent => Decision::Confirm {
+            reason: format!(
+                "`{}` is not idempotent: it runs once, after you confirm",
+                c.name
+            ),
+        },
+        None if c.side_effect == SideEffect::SystemChange => Decision::Confirm {
+            reason: format!("`{}` changes the system", c.name),
+        },
+        None => Decision::Allow,
+    };
+    if input.step_trust != Trust::Owner
+        && c.side_effect != SideEffect::ReadOnly
+        && decision == Decision::Allow
+    {
+        decision = Decision::Confirm {
+            reason: format!(
+                "content from a {} source is in this step; `{}` changes things, so it needs your confirmation",
+                match input.step_trust {
+                    Trust::Trusted => "trusted but not owner",
+                    _ => "untrusted",
+                },
+                c.name
+            ),
+        };
+    }
+    if input.in_lane && matches!(decision, Decision::Confirm { .. }) {
+        return deny(
+            format!(
+                "`{}` would need confirmation, and a side lane cannot ask",
+                c.name
+            ),
+            "lane.no_confirm",
+        );
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::contract::{Concurrency, Tier};
+
+    fn tool(
+        name: &str,
+        side_effect: SideEffect,
+        idempotent: bool,
+        groups: &[&str],
+        lane: bool,
+    ) -> ToolContract {
+        ToolContract {
+            name: name.into(),
+            description: "test".into(),
+            parameters: json!({"type": "object"}),
+            side_effect,
+            idempotent,
+            concurrency: Concurrency::Unsafe,
+            tier: Tier::Core,
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            usage_guidance: None,
+            search_hint: None,
+            result_budget: 100,
+            disableable: true,
+            allowed_in_lane: lane,
+        }
+    }
+
+    fn rule(id: &str, tool: &str, decision: RuleDecision) -> PolicyRule {
+        PolicyRule {
+            id: id.into(),
+            tool: tool.into(),
+            decision,
+        }
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Want {
+        Allow,
+        Confirm,
+        Deny(&'static str),
+    }
+
+    #[test]
+    fn policy_table() {
+        use SideEffect::{ReadOnly, SystemChange, Write};
+        use Trust::{Owner, Trusted, Untrusted};
+        let read = tool("fs_read", ReadOnly, true, &["group:fs"], true);
+        let write = tool("fs_write", Write, true, &["group:fs"], false);
+        let post = tool("http_request", Write, false, &["group:web"], true);
+        let shell = tool("shell", SystemChange, true, &["group:runtime"], false);
+        let memory = tool("memory_write", Write, true, &["group:memory"], true);
+        let lane_write = tool("note", Write, true, &[], true);
+        let allow_web = [rule("web.auto", "group:web", RuleDecision::Allow)];
+        let deny_all = [rule("lockdown", "*", RuleDecision::Deny)];
+        let confirm_write = [rule("careful", "fs_write", RuleDecision::Confirm)];
+        type Row<'a> = (
+            &'a str,
+            &'a ToolContract,
+            Mode,
+            bool,
+            Trust,
+            &'a [PolicyRule],
+            Want,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "read runs",
+                &read,
+                Mode::Normal,
+                false,
+                Owner,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "idempotent write runs for the owner",
+                &write,
+                Mode::Normal,
+                false,
+                Owner,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "non-idempotent asks",
+                &post,
+                Mode::Normal,
+                false,
+                Owner,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "system change asks",
+                &shell,
+                Mode::Normal,
+                false,
+                Owner,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "plan mode: read runs",
+                &read,
+                Mode::Plan,
+                false,
+                Owner,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "plan mode: write refused",
+                &write,
+                Mode::Plan,
+                false,
+                Owner,
+                &[],
+                Want::Deny("mode.plan"),
+            ),
+            (
+                "plan mode beats allow rules",
+                &post,
+                Mode::Plan,
+                false,
+                Owner,
+                &allow_web,
+                Want::Deny("mode.plan"),
+            ),
+            (
+                "rule allows a non-idempotent tool",
+                &post,
+                Mode::Normal,
+                false,
+                Owner,
+                &allow_web,
+                Want::Allow,
+            ),
+            (
+                "rule denies",
+                &read,
+                Mode::Normal,
+                false,
+                Owner,
+                &deny_all,
+                Want::Deny("lockdown"),
+            ),
+            (
+                "rule asks",
+                &write,
+                Mode::Normal,
+                false,
+                Owner,
+                &confirm_write,
+                Want::Confirm,
+            ),
+            (
+                "taint: write asks",
+                &write,
+                Mode::Normal,
+                false,
+                Untrusted,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "taint: even an allowed tool asks",
+                &post,
+                Mode::Normal,
+                false,
+                Untrusted,
+                &allow_web,
+                Want::Confirm,
+            ),
+            (
+                "taint: trusted contacts taint too",
+                &write,
+                Mode::Normal,
+                false,
+                Trusted,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "taint: reads still run",
+                &read,
+                Mode::Normal,
+                false,
+                Untrusted,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "taint: deny stays deny",
+                &write,
+                Mode::Normal,
+                false,
+                Untrusted,
+                &deny_all,
+                Want::Deny("lockdown"),
+            ),
+            (
+                "lane: read runs",
+                &read,
+                Mode::Normal,
+                true,
+                Owner,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "lane: tool not allowed in lanes",
+                &write,
+                Mode::Normal,
+                true,
+                Owner,
+                &[],
+                Want::Deny("lane.tools"),
+            ),
+            (
+                "lane: no memory writes",
+                &memory,
+                Mode::Normal,
+                true,
+                Owner,
+                &[],
+                Want::Deny("lane.memory"),
+            ),
+            (
+                "lane: cannot ask",
+                &post,
+                Mode::Normal,
+                true,
+                Owner,
+                &[],
+                Want::Deny("lane.no_confirm"),
+            ),
+            (
+                "lane: allowed write runs for the owner",
+                &lane_write,
+                Mode::Normal,
+                true,
+                Owner,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "lane: tainted write cannot ask",
+                &lane_write,
+                Mode::Normal,
+                true,
+                Untrusted,
+                &[],
+                Want::Deny("lane.no_confirm"),
+            ),
+            (
+                "lane: rule allow still works",
+                &post,
+                Mode::Normal,
+                true,
+                Owner,
+                &allow_web,
+                Want::Allow,
+            ),
+        ];
+        for (name, contract, mode, in_lane, step_trust, rules, want) in table {
+            let got = decide(PolicyInput {
+                contract,
+                mode,
+                in_lane,
+                step_trust,
+                rules,
+            });
+            let matches = match (&got, want) {
+                (Decision::Allow, Want::Allow) | (Decision::Confirm { .. }, Want::Confirm) => true,
+                (Decision::Deny { policy_id, reason }, Want::Deny(id)) => {
+                    policy_id == id && !reason.is_empty()
+                }
+                _ => false,
+            };
+            assert!(matches, "{name}: got {got:?}, want {want:?}");
+        }
+    }
+}
