@@ -107,3 +107,49 @@ async fn empty_messages_are_rejected_visibly() {
     assert_eq!(events[0].state, "rejected");
     assert_eq!(events[0].detail.as_deref(), Some("empty message"));
 }
+
+/// Raw bytes on the control socket; returns what the daemon answered.
+fn raw_exchange(socket: &std::path::Path, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    // The daemon may stop reading once it has seen enough; a failed write is fine.
+    let _ = stream.write_all(bytes);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_control_input_gets_a_clear_error_and_loses_nothing() {
+    let daemon = TestDaemon::start();
+    let table: Vec<(Vec<u8>, &str)> = vec![
+        (b"not json\n".to_vec(), "bad request"),
+        (b"{\"op\":\"launch\"}\n".to_vec(), "bad request"),
+        (b"{\"op\":\"send\"}\n".to_vec(), "missing field `text`"),
+        (vec![0xff, 0xfe, b'\n'], "not UTF-8"),
+        (vec![b'x'; 2 * 1024 * 1024], "over"),
+    ];
+    for (bytes, expected) in table {
+        let answer = raw_exchange(&daemon.socket(), &bytes);
+        assert!(answer.contains("\"type\":\"error\""), "{answer}");
+        assert!(answer.contains(expected), "{expected}: {answer}");
+    }
+    let long_text = "y".repeat(crate::support::MAX_TEXT + 1);
+    let refused = send_to(&daemon.socket(), &long_text, None)
+        .await
+        .unwrap_err();
+    assert!(refused.contains("over the limit"), "{refused}");
+    // The daemon still works, and only the refused message was recorded (as rejected).
+    let id = daemon.send("still here", None).await;
+    let events = daemon
+        .wait_for_events("the last message merged", |events| {
+            events.iter().any(|e| e.id == id && e.state == "merged")
+        })
+        .await;
+    let states: Vec<&str> = events.iter().map(|e| e.state.as_str()).collect();
+    assert_eq!(states, ["rejected", "merged"]);
+}

@@ -99,18 +99,19 @@ impl UserChannel {
         }
         let (reader, writer) = stream.into_split();
         let mut session = Session {
-            lines: BufReader::new(reader).lines(),
+            reader: BufReader::new(reader),
+            pending: Vec::new(),
             writer,
         };
         let first = tokio::select! {
             () = shutdown.cancelled() => return,
-            line = session.lines.next_line() => line,
+            line = session.next_line() => line,
         };
         let request = match first {
             Ok(Some(line)) => serde_json::from_str::<Request>(&line),
             Ok(None) => return,
             Err(e) => {
-                debug!(channel = "user", error = %e, "control connection failed");
+                session.refuse(e).await;
                 return;
             }
         };
@@ -262,8 +263,15 @@ impl UserChannel {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                line = s.lines.next_line() => {
-                    let Some(line) = line? else { return Ok(()) };
+                line = s.next_line() => {
+                    let line = match line {
+                        Ok(Some(line)) => line,
+                        Ok(None) => return Ok(()),
+                        Err(e) => {
+                            s.refuse(e).await;
+                            return Ok(());
+                        }
+                    };
                     if line.trim().is_empty() {
                         continue;
                     }
@@ -423,12 +431,70 @@ async fn forward(
     Ok(None)
 }
 
+/// Longest request line: a maximal message, JSON-escaped, fits with room to spare.
+const MAX_LINE_BYTES: usize = 4 * MAX_MESSAGE_BYTES;
+
 struct Session {
-    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    /// Bytes read but not yet returned as a line; kept across calls so that reading is
+    /// cancellation-safe inside `select!`.
+    pending: Vec<u8>,
     writer: OwnedWriteHalf,
 }
 
 impl Session {
+    /// The next line (without its newline); `None` at the end of input. Lines over
+    /// [`MAX_LINE_BYTES`] or not UTF-8 are `InvalidData` errors.
+    async fn next_line(&mut self) -> std::io::Result<Option<String>> {
+        loop {
+            let newline = self.pending.iter().position(|b| *b == b'\n');
+            if newline.is_none() && self.pending.len() > MAX_LINE_BYTES {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("request line over {MAX_LINE_BYTES} bytes"),
+                ));
+            }
+            let end = match newline {
+                Some(at) => Some(at),
+                None => {
+                    // `fill_buf` is cancellation-safe; nothing below awaits.
+                    let available = self.reader.fill_buf().await?;
+                    if available.is_empty() {
+                        (!self.pending.is_empty()).then_some(self.pending.len())
+                    } else {
+                        let n = available.len();
+                        self.pending.extend_from_slice(available);
+                        self.reader.consume(n);
+                        continue;
+                    }
+                }
+            };
+            let Some(end) = end else { return Ok(None) };
+            let mut line: Vec<u8> = self.pending.drain(..end.min(self.pending.len())).collect();
+            if self.pending.first() == Some(&b'\n') {
+                self.pending.remove(0);
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return String::from_utf8(line).map(Some).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "request line is not UTF-8")
+            });
+        }
+    }
+
+    /// Tells the client why its input was refused, then the connection ends.
+    async fn refuse(&mut self, error: std::io::Error) {
+        debug!(channel = "user", error = %error, "control connection refused input");
+        if error.kind() == std::io::ErrorKind::InvalidData {
+            let _ = self
+                .write(&Response::Error {
+                    message: format!("bad request: {error}"),
+                })
+                .await;
+        }
+    }
+
     async fn write(&mut self, response: &Response) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
         line.push(b'\n');
