@@ -26,6 +26,14 @@ pub struct Config {
     pub lanes: LaneConfig,
     pub model: ModelConfig,
     pub urgency_rules: Vec<UrgencyRule>,
+    pub tools: ToolsConfig,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolsConfig {
+    /// Absolute directories file tools may touch; empty means the workspace
+    /// (`<data_dir>/workspace`). The first is where relative paths start.
+    pub roots: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

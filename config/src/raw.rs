@@ -16,6 +16,13 @@ pub(crate) struct RawConfig {
     pub lanes: RawLanes,
     pub model: RawModel,
     pub urgency: RawUrgency,
+    pub tools: RawTools,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawTools {
+    pub roots: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -85,6 +85,11 @@ fn errors_name_the_key_and_the_line() {
             "",
         ),
         ("[daemon\n", "", ":1:"),
+        (
+            "[tools]\nroots = [\"/ok\", \"relative/dir\"]\n",
+            "tools.roots[1]",
+            ":2:",
+        ),
     ];
     for (text, key, line) in table {
         let message = error_of(text);

@@ -11,7 +11,7 @@ use crate::error::{ConfigError, line_of};
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat, ModelConfig,
-    ModelProvider,
+    ModelProvider, ToolsConfig,
 };
 
 pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
@@ -103,6 +103,19 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         .map(|(i, rule)| resolve_rule(i, rule, &at))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let mut roots = Vec::new();
+    for (i, root) in raw.tools.roots.iter().enumerate() {
+        let path = PathBuf::from(root.get_ref());
+        if !path.is_absolute() {
+            return Err(ConfigError::invalid(
+                format!("tools.roots[{i}]"),
+                at(root.span()),
+                format!("{:?} is not an absolute path", root.get_ref()),
+            ));
+        }
+        roots.push(path);
+    }
+
     Ok(Config {
         daemon,
         inbox,
@@ -110,6 +123,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         lanes,
         model,
         urgency_rules,
+        tools: ToolsConfig { roots },
     })
 }
 

@@ -49,6 +49,7 @@ struct Running {
 fn start_core() -> Running {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db")).unwrap();
+    std::fs::create_dir(dir.path().join("workspace")).unwrap();
     let core = Core::build(
         &Config::default(),
         store,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use steward_config::Config;
+use steward_tools::files::FileAccess;
 use steward_tools::{ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -105,6 +106,14 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `tools.roots` names a directory that cannot be used (a configuration error: exit 78).
+#[derive(Debug, thiserror::Error)]
+#[error("config key `tools.roots`: cannot use {}: {source}", roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "))]
+pub struct BadRoots {
+    roots: Vec<PathBuf>,
+    source: std::io::Error,
+}
+
 /// The parts every channel talks to, wired together: the inbox, the main trajectory, the
 /// status board, the reply hub, the tool registry and the dispatcher (not yet running).
 /// Built once by [`run`]; benchmarks build it directly.
@@ -125,6 +134,15 @@ impl Core {
         data_dir: PathBuf,
         workspace: PathBuf,
     ) -> anyhow::Result<Self> {
+        let roots = if config.tools.roots.is_empty() {
+            vec![workspace]
+        } else {
+            config.tools.roots.clone()
+        };
+        let files = Arc::new(FileAccess::new(&roots).map_err(|source| BadRoots {
+            roots: roots.clone(),
+            source,
+        })?);
         let inbox = Arc::new(Inbox::open(
             store.clone(),
             config.inbox.capacity,
@@ -141,7 +159,7 @@ impl Core {
             pipeline: ToolPipeline::new(tools.clone()),
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
-            workspace,
+            files,
         });
         let lanes = Lanes::new(
             inbox.clone(),

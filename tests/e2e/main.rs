@@ -4,5 +4,6 @@
 
 mod cli;
 mod delivery;
+mod files;
 mod steps;
 mod support;

@@ -29,7 +29,7 @@ fn main() {
         .unwrap();
     let pipeline = ToolPipeline::new(Arc::new(builtin::builtins().build().unwrap()));
     let ctx = ExecutionContext {
-        workspace_root: std::env::temp_dir(),
+        files: Arc::new(steward_tools::files::FileAccess::new(&[std::env::temp_dir()]).unwrap()),
         trajectory: TrajectoryId::main(),
         origin_event: None,
         call_id: String::new(),

@@ -1,15 +1,17 @@
 //! What a tool receives besides its arguments. Everything a tool may touch comes through
 //! here — no globals — so tests can run tools in isolation and lanes can narrow it.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use steward_events::{EventId, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
+use crate::files::FileAccess;
+
 #[derive(Clone, Debug)]
 pub struct ExecutionContext {
-    /// The directory file tools work in.
-    pub workspace_root: PathBuf,
+    /// The roots file tools are confined to (the first is the workspace), and what was read.
+    pub files: Arc<FileAccess>,
     /// The trajectory the call belongs to (`main` or a lane).
     pub trajectory: TrajectoryId,
     /// The event whose handling asked for the call.

@@ -6,15 +6,18 @@
 //!
 //! What exists today: lookup with the disabled check at execution time, argument validation
 //! against the JSON Schema (arguments are never rewritten), execution with an
-//! [`ExecutionContext`] that carries the step's cancel token, and the batch scheduler.
-//! Command safety, policy, read-before-write, the idempotency ledger, confirmation and the
-//! result budget are later stages of the same pipeline.
+//! [`ExecutionContext`] that carries the step's cancel token and the file roots, the batch
+//! scheduler, file tools confined to the roots with read-before-write ([`files`]), the
+//! shell command classifier ([`safety`]) and the policy decision ([`policy`]). Wiring safety
+//! and policy into the pipeline, the idempotency ledger, confirmation and the result budget
+//! are the next stages of the same pipeline.
 
 mod batch;
 pub mod builtin;
 mod context;
 mod contract;
 mod error;
+pub mod files;
 mod pipeline;
 pub mod policy;
 mod registry;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use steward_config::{DEFAULT_CONFIG_TOML, LogFormat};
 
-use super::{Context, EX_TEMPFAIL};
+use super::{Context, EX_CONFIG, EX_TEMPFAIL};
 use crate::instance_lock::LockError;
 
 pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
@@ -60,6 +60,9 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
             eprintln!("steward: {e:#}");
             if e.downcast_ref::<LockError>().is_some() {
                 return ExitCode::from(EX_TEMPFAIL);
+            }
+            if e.downcast_ref::<crate::daemon::BadRoots>().is_some() {
+                return ExitCode::from(EX_CONFIG);
             }
             ExitCode::FAILURE
         }

@@ -2,10 +2,10 @@
 //! results → brain again, until the brain answers without calls, the round limit is hit, or
 //! the step's cancel token fires. Used by the main trajectory and by side lanes alike.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use steward_events::{Event, ItemKind, ToolCallRequest, ToolOutcome, TrajectoryItem};
+use steward_tools::files::FileAccess;
 use steward_tools::{ExecutionContext, ToolPipeline};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -21,7 +21,7 @@ pub struct StepRunner {
     pub pipeline: ToolPipeline,
     pub replies: ReplyHub,
     pub max_rounds: u32,
-    pub workspace: PathBuf,
+    pub files: Arc<FileAccess>,
 }
 
 /// How a step ended, and the last thing the assistant said in it.
@@ -67,7 +67,7 @@ impl StepRunner {
     ) -> Result<StepEnd, StepError> {
         let tools = self.pipeline.registry().specs(!trajectory.id().is_main());
         let ctx = ExecutionContext {
-            workspace_root: self.workspace.clone(),
+            files: self.files.clone(),
             trajectory: trajectory.id().clone(),
             origin_event: events.first().map(|e| e.id),
             call_id: String::new(),

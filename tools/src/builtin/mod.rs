@@ -2,6 +2,10 @@
 //! one list of them.
 
 mod echo;
+mod fs_edit;
+mod fs_list;
+mod fs_read;
+mod fs_write;
 mod sleep;
 
 use crate::registry::ToolRegistryBuilder;
@@ -10,6 +14,10 @@ use crate::registry::ToolRegistryBuilder;
 pub fn builtins() -> ToolRegistryBuilder {
     ToolRegistryBuilder::new()
         .register(echo::contract(), echo::Echo)
+        .register(fs_edit::contract(), fs_edit::FsEdit)
+        .register(fs_list::contract(), fs_list::FsList)
+        .register(fs_read::contract(), fs_read::FsRead)
+        .register(fs_write::contract(), fs_write::FsWrite)
         .register(sleep::contract(), sleep::Sleep)
 }
 

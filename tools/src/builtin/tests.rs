@@ -15,7 +15,7 @@ use crate::{
 
 fn ctx() -> ExecutionContext {
     ExecutionContext {
-        workspace_root: std::env::temp_dir(),
+        files: Arc::new(crate::files::FileAccess::new(&[std::env::temp_dir()]).unwrap()),
         trajectory: TrajectoryId::main(),
         origin_event: None,
         call_id: String::new(),

@@ -1,0 +1,136 @@
+//! File tools through the real daemon: confinement to the workspace and read-before-write.
+
+use crate::support::{TestDaemon, stdout};
+
+fn tool(daemon: &TestDaemon, command: &str) -> String {
+    let output = daemon.cli(&["send", "--wait", command]);
+    assert!(output.status.success(), "{output:?}");
+    stdout(&output)
+}
+
+#[test]
+fn writes_need_a_fresh_read_and_stay_in_the_workspace() {
+    let daemon = TestDaemon::start();
+    let workspace = daemon.path().join("workspace");
+    std::fs::write(workspace.join("plan.md"), "step one\nstep two\n").unwrap();
+
+    let refused = tool(
+        &daemon,
+        r#"/tool fs_write {"path":"plan.md","content":"replaced"}"#,
+    );
+    assert!(
+        refused.contains("fs_write failed") && refused.contains("read it with fs_read first"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("plan.md")).unwrap(),
+        "step one\nstep two\n"
+    );
+
+    let read = tool(&daemon, r#"/tool fs_read {"path":"plan.md"}"#);
+    assert!(read.contains("lines 1-2 of 2"), "{read}");
+    let written = tool(
+        &daemon,
+        r#"/tool fs_write {"path":"plan.md","content":"replaced\n"}"#,
+    );
+    assert!(written.starts_with("fs_write: "), "{written}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("plan.md")).unwrap(),
+        "replaced\n"
+    );
+
+    // Changed behind the tool's back: refused again until read again.
+    std::fs::write(workspace.join("plan.md"), "edited by hand\n").unwrap();
+    let refused = tool(
+        &daemon,
+        r#"/tool fs_edit {"path":"plan.md","old_text":"hand","new_text":"tool"}"#,
+    );
+    assert!(refused.contains("changed since it was read"), "{refused}");
+    tool(&daemon, r#"/tool fs_read {"path":"plan.md"}"#);
+    let edited = tool(
+        &daemon,
+        r#"/tool fs_edit {"path":"plan.md","old_text":"hand","new_text":"tool"}"#,
+    );
+    assert!(edited.contains("\"replacements\":1"), "{edited}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("plan.md")).unwrap(),
+        "edited by tool\n"
+    );
+
+    // A new file (in a new directory) may be created without a read.
+    let created = tool(
+        &daemon,
+        r#"/tool fs_write {"path":"notes/new.txt","content":"hi"}"#,
+    );
+    assert!(created.contains("\"created\":true"), "{created}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes/new.txt")).unwrap(),
+        "hi"
+    );
+}
+
+#[test]
+fn edits_must_be_unambiguous() {
+    let daemon = TestDaemon::start();
+    std::fs::write(daemon.path().join("workspace/list.txt"), "a\na\nb\n").unwrap();
+    tool(&daemon, r#"/tool fs_read {"path":"list.txt"}"#);
+    let twice = tool(
+        &daemon,
+        r#"/tool fs_edit {"path":"list.txt","old_text":"a","new_text":"c"}"#,
+    );
+    assert!(twice.contains("occurs 2 times"), "{twice}");
+    let absent = tool(
+        &daemon,
+        r#"/tool fs_edit {"path":"list.txt","old_text":"zzz","new_text":"c"}"#,
+    );
+    assert!(absent.contains("does not occur"), "{absent}");
+    let all = tool(
+        &daemon,
+        r#"/tool fs_edit {"path":"list.txt","old_text":"a","new_text":"c","replace_all":true}"#,
+    );
+    assert!(all.contains("\"replacements\":2"), "{all}");
+}
+
+#[test]
+fn paths_outside_the_workspace_are_refused() {
+    let daemon = TestDaemon::start();
+    let workspace = daemon.path().join("workspace");
+    std::fs::write(daemon.path().join("outside.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(daemon.path().join("outside.txt"), workspace.join("link")).unwrap();
+    for path in ["../outside.txt", "link", "/etc/hostname"] {
+        let read = tool(&daemon, &format!(r#"/tool fs_read {{"path":"{path}"}}"#));
+        assert!(read.contains("outside the allowed roots"), "{path}: {read}");
+        let write = tool(
+            &daemon,
+            &format!(r#"/tool fs_write {{"path":"{path}","content":"x"}}"#),
+        );
+        assert!(
+            write.contains("outside the allowed roots"),
+            "{path}: {write}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(daemon.path().join("outside.txt")).unwrap(),
+        "secret"
+    );
+    let listed = tool(&daemon, r#"/tool fs_list {}"#);
+    assert!(listed.contains("\"name\":\"link\""), "{listed}");
+}
+
+#[test]
+fn a_missing_root_is_a_config_error() {
+    let output = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "[tools]\nroots = [\"/nonexistent/steward-root\"]\n",
+        )
+        .unwrap();
+        crate::support::cli_in(dir.path(), &["run"])
+    };
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    assert!(
+        crate::support::stderr(&output).contains("tools.roots"),
+        "{output:?}"
+    );
+}

@@ -1,0 +1,98 @@
+//! `fs_edit`: replaces an exact piece of text in a file that was read. The text must occur
+//! exactly once (or `replace_all`), so an edit never lands somewhere unintended.
+
+use serde_json::{Value, json};
+use steward_events::ToolOutcome;
+
+use super::fs_write::{remember, write_atomically};
+use crate::context::ExecutionContext;
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::registry::{ToolFuture, ToolHandler};
+
+pub(super) fn contract() -> ToolContract {
+    ToolContract {
+        name: "fs_edit".into(),
+        description: "Replace exact text in a file you have read.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_text": {"type": "string", "minLength": 1, "description": "Text to replace, exactly as in the file."},
+                "new_text": {"type": "string"},
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence. Default false."}
+            },
+            "required": ["path", "old_text", "new_text"],
+            "additionalProperties": false
+        }),
+        side_effect: SideEffect::Write,
+        // A repeated edit finds its old text gone and changes nothing.
+        idempotent: true,
+        concurrency: Concurrency::Unsafe,
+        tier: Tier::Core,
+        groups: vec!["group:fs".into()],
+        usage_guidance: Some("old_text must match the file exactly and occur once; include surrounding lines to make it unique.".into()),
+        search_hint: Some("modify replace change patch file".into()),
+        result_budget: 4 * 1024,
+        disableable: true,
+        allowed_in_lane: false,
+    }
+}
+
+pub(super) struct FsEdit;
+
+impl ToolHandler for FsEdit {
+    fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let requested = args["path"].as_str().unwrap_or_default();
+            let old_text = args["old_text"].as_str().unwrap_or_default();
+            let new_text = args["new_text"].as_str().unwrap_or_default();
+            let replace_all = args["replace_all"].as_bool().unwrap_or(false);
+            let path = match ctx.files.resolve(requested) {
+                Ok(path) => path,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
+            if !path.is_file() {
+                return ToolOutcome::error(format!(
+                    "{} does not exist; create it with fs_write",
+                    path.display()
+                ));
+            }
+            if let Err(reason) = ctx.files.check_write(&ctx.trajectory, &path) {
+                return ToolOutcome::error(reason);
+            }
+            let text = match tokio::fs::read_to_string(&path).await {
+                Ok(text) => text,
+                Err(e) => {
+                    return ToolOutcome::error(format!(
+                        "cannot read {} as text: {e}",
+                        path.display()
+                    ));
+                }
+            };
+            let occurrences = text.matches(old_text).count();
+            match (occurrences, replace_all) {
+                (0, _) => {
+                    return ToolOutcome::error(format!(
+                        "old_text does not occur in {}",
+                        path.display()
+                    ));
+                }
+                (n, false) if n > 1 => {
+                    return ToolOutcome::error(format!(
+                        "old_text occurs {n} times in {}; include more surrounding text to make it unique, or set replace_all",
+                        path.display()
+                    ));
+                }
+                _ => {}
+            }
+            let edited = text.replace(old_text, new_text);
+            if let Err(e) = write_atomically(&path, edited.as_bytes()).await {
+                return ToolOutcome::error(format!("cannot write {}: {e}", path.display()));
+            }
+            remember(ctx, &path, edited.as_bytes());
+            ToolOutcome::ok(
+                json!({"path": path.display().to_string(), "replacements": occurrences}),
+            )
+        })
+    }
+}

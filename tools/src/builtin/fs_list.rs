@@ -1,0 +1,80 @@
+//! `fs_list`: the entries of a directory inside the roots, with their kind and size.
+
+use serde_json::{Value, json};
+use steward_events::ToolOutcome;
+
+use crate::context::ExecutionContext;
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::registry::{ToolFuture, ToolHandler};
+
+const MAX_ENTRIES: usize = 1000;
+
+pub(super) fn contract() -> ToolContract {
+    ToolContract {
+        name: "fs_list".into(),
+        description: "List a directory of the workspace.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "Default: the workspace root."}},
+            "additionalProperties": false
+        }),
+        side_effect: SideEffect::ReadOnly,
+        idempotent: true,
+        concurrency: Concurrency::Safe,
+        tier: Tier::Core,
+        groups: vec!["group:fs".into()],
+        usage_guidance: None,
+        search_hint: Some("ls directory folder entries".into()),
+        result_budget: 64 * 1024,
+        disableable: true,
+        allowed_in_lane: true,
+    }
+}
+
+pub(super) struct FsList;
+
+impl ToolHandler for FsList {
+    fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let requested = args["path"].as_str().unwrap_or(".");
+            let path = match ctx.files.resolve(requested) {
+                Ok(path) => path,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
+            let mut dir = match tokio::fs::read_dir(&path).await {
+                Ok(dir) => dir,
+                Err(e) => {
+                    return ToolOutcome::error(format!("cannot list {}: {e}", path.display()));
+                }
+            };
+            let mut entries = Vec::new();
+            let mut truncated = false;
+            loop {
+                match dir.next_entry().await {
+                    Ok(Some(entry)) => {
+                        if entries.len() == MAX_ENTRIES {
+                            truncated = true;
+                            break;
+                        }
+                        let kind = match entry.file_type().await {
+                            Ok(t) if t.is_symlink() => "symlink",
+                            Ok(t) if t.is_dir() => "dir",
+                            Ok(t) if t.is_file() => "file",
+                            _ => "other",
+                        };
+                        let size = entry.metadata().await.map(|m| m.len()).unwrap_or(0);
+                        entries.push(json!({"name": entry.file_name().to_string_lossy(), "type": kind, "size": size}));
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        return ToolOutcome::error(format!("cannot list {}: {e}", path.display()));
+                    }
+                }
+            }
+            entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            ToolOutcome::ok(
+                json!({"path": path.display().to_string(), "entries": entries, "truncated": truncated}),
+            )
+        })
+    }
+}

@@ -1,0 +1,105 @@
+//! `fs_read`: a window of lines of a text file inside the roots, saying exactly which lines
+//! out of how many. Reading is what later allows `fs_write`/`fs_edit` of the same file.
+
+use serde_json::{Value, json};
+use steward_events::ToolOutcome;
+
+use crate::context::ExecutionContext;
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::files::FileStamp;
+use crate::registry::{ToolFuture, ToolHandler};
+
+const DEFAULT_LIMIT: u64 = 2000;
+/// Files larger than this are refused rather than read into memory whole.
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+pub(super) fn contract() -> ToolContract {
+    ToolContract {
+        name: "fs_read".into(),
+        description: "Read lines of a text file in the workspace. Returns which lines of how many."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path relative to the workspace (or absolute inside it)."},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "How many lines. Default 2000."}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }),
+        side_effect: SideEffect::ReadOnly,
+        idempotent: true,
+        concurrency: Concurrency::Safe,
+        tier: Tier::Core,
+        groups: vec!["group:fs".into()],
+        usage_guidance: Some("Read a file before changing it with fs_write or fs_edit.".into()),
+        search_hint: Some("open view cat file contents lines".into()),
+        result_budget: 100 * 1024,
+        disableable: true,
+        allowed_in_lane: true,
+    }
+}
+
+pub(super) struct FsRead;
+
+impl ToolHandler for FsRead {
+    fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let requested = args["path"].as_str().unwrap_or_default();
+            let path = match ctx.files.resolve(requested) {
+                Ok(path) => path,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
+            match tokio::fs::metadata(&path).await {
+                Ok(meta) if meta.is_dir() => {
+                    return ToolOutcome::error(format!(
+                        "{} is a directory; use fs_list",
+                        path.display()
+                    ));
+                }
+                Ok(meta) if meta.len() > MAX_FILE_BYTES => {
+                    return ToolOutcome::error(format!(
+                        "{} is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
+                        path.display(),
+                        meta.len()
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return ToolOutcome::error(format!("cannot read {}: {e}", path.display()));
+                }
+            }
+            let bytes = match tokio::fs::read(&path).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return ToolOutcome::error(format!("cannot read {}: {e}", path.display()));
+                }
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            let total = lines.len() as u64;
+            let first = args["offset"].as_u64().unwrap_or(1);
+            let limit = args["limit"].as_u64().unwrap_or(DEFAULT_LIMIT);
+            if first > total.max(1) {
+                return ToolOutcome::error(format!(
+                    "{} has {total} lines; offset {first} is past the end",
+                    path.display()
+                ));
+            }
+            let start = (first - 1) as usize;
+            let end = (start as u64 + limit).min(total) as usize;
+            match FileStamp::of_bytes(&path, &bytes) {
+                Ok(stamp) => ctx.files.record_read(&ctx.trajectory, &path, stamp),
+                Err(e) => {
+                    return ToolOutcome::error(format!("cannot stat {}: {e}", path.display()));
+                }
+            }
+            ToolOutcome::ok(json!({
+                "path": path.display().to_string(),
+                "lines": if total == 0 { "empty file".to_owned() } else { format!("lines {first}-{end} of {total}") },
+                "content": lines[start..end].concat(),
+            }))
+        })
+    }
+}
