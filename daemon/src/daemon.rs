@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use steward_config::Config;
+use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::files::FileAccess;
 use steward_tools::{ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
@@ -106,6 +107,9 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Spill files (full outputs of truncated results) older than this are removed at start.
+const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
 /// `tools.roots` names a directory that cannot be used (a configuration error: exit 78).
 #[derive(Debug, thiserror::Error)]
 #[error("config key `tools.roots`: cannot use {}: {source}", roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "))]
@@ -149,6 +153,11 @@ impl Core {
             config.inbox.dedupe_retention,
         )?);
         let trajectory = Arc::new(Trajectory::main(&store)?);
+        let budget = ResultBudget::new(data_dir.join("spill"), BATCH_BUDGET_BYTES);
+        let cleaned = budget.clean(SPILL_RETENTION);
+        if cleaned > 0 {
+            info!(cleaned, "removed old spill files");
+        }
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let replies = ReplyHub::default();
         let tools = Arc::new(builtin::builtins().build()?);
@@ -156,7 +165,7 @@ impl Core {
         status.set_brain(brain.name());
         let steps = Arc::new(StepRunner {
             brain,
-            pipeline: ToolPipeline::new(tools.clone()),
+            pipeline: ToolPipeline::new(tools.clone(), budget),
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
             files,

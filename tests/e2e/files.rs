@@ -134,3 +134,31 @@ fn a_missing_root_is_a_config_error() {
         "{output:?}"
     );
 }
+
+#[test]
+fn a_large_result_is_cut_and_the_full_output_spilled() {
+    let daemon = TestDaemon::start();
+    let big: String = (0..20_000)
+        .map(|i| format!("row {i} {}\n", "x".repeat(20)))
+        .collect();
+    std::fs::write(daemon.path().join("workspace/big.txt"), &big).unwrap();
+    let read = tool(&daemon, r#"/tool fs_read {"path":"big.txt","limit":10000}"#);
+    assert!(
+        read.len() < 110 * 1024,
+        "the reply is cut to the 100 KB budget: {} bytes",
+        read.len()
+    );
+    assert!(read.contains("truncated: original "), "{}", &read[..200]);
+    let spill = read
+        .split("full output at ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("spill path in the result");
+    let spilled = std::fs::read_to_string(spill).unwrap();
+    assert!(
+        spilled.contains("row 0 x") && spilled.contains("row 9999 x"),
+        "the spill file has everything read"
+    );
+    assert!(!spilled.contains("row 10000 "), "and only what was read");
+    assert!(spill.starts_with(&daemon.path().join("spill").display().to_string()));
+}

@@ -27,7 +27,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let pipeline = ToolPipeline::new(Arc::new(builtin::builtins().build().unwrap()));
+    let pipeline = ToolPipeline::new(
+        Arc::new(builtin::builtins().build().unwrap()),
+        steward_tools::budget::ResultBudget::new(
+            std::env::temp_dir().join("steward-bench-spill"),
+            steward_tools::budget::BATCH_BUDGET_BYTES,
+        ),
+    );
     let ctx = ExecutionContext {
         files: Arc::new(steward_tools::files::FileAccess::new(&[std::env::temp_dir()]).unwrap()),
         trajectory: TrajectoryId::main(),

@@ -13,6 +13,7 @@
 //! are the next stages of the same pipeline.
 
 mod batch;
+pub mod budget;
 pub mod builtin;
 mod context;
 mod contract;

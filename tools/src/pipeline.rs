@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
+use crate::budget::{ResultBudget, size_of};
 use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
 use crate::registry::ToolRegistry;
@@ -22,19 +23,30 @@ use crate::registry::ToolRegistry;
 #[derive(Clone, Debug)]
 pub struct ToolPipeline {
     registry: Arc<ToolRegistry>,
+    budget: ResultBudget,
 }
 
 impl ToolPipeline {
-    pub fn new(registry: Arc<ToolRegistry>) -> Self {
-        Self { registry }
+    pub fn new(registry: Arc<ToolRegistry>, budget: ResultBudget) -> Self {
+        Self { registry, budget }
     }
 
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
     }
 
-    /// Runs one call through every stage.
+    /// Runs one call through every stage, the result cut to the tool's budget.
     pub async fn execute(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
+        let outcome = self.run(call, ctx).await;
+        let budget = self
+            .registry
+            .get(&call.tool)
+            .map_or(self.budget.batch_budget(), |t| t.contract.result_budget);
+        self.budget
+            .apply(&call.call_id, &call.tool, budget, outcome)
+    }
+
+    async fn run(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
         let Some(tool) = self.registry.get(&call.tool) else {
             return ToolOutcome::error(format!("unknown tool `{}`", call.tool));
         };
@@ -100,6 +112,15 @@ impl ToolPipeline {
             for chunk in calls[range].chunks(MAX_PARALLEL_CALLS) {
                 outcomes.extend(self.execute_parallel(chunk, ctx).await);
             }
+        }
+        // Together over the batch budget: every result gets an equal share at most.
+        if outcomes.iter().map(size_of).sum::<usize>() > self.budget.batch_budget() {
+            let share = self.budget.share(outcomes.len());
+            outcomes = calls
+                .iter()
+                .zip(outcomes)
+                .map(|(call, outcome)| self.budget.apply(&call.call_id, &call.tool, share, outcome))
+                .collect();
         }
         outcomes
     }

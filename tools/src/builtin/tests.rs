@@ -32,8 +32,15 @@ fn call(id: &str, tool: &str, args: Value) -> ToolCallRequest {
     }
 }
 
+fn test_budget() -> crate::budget::ResultBudget {
+    crate::budget::ResultBudget::new(
+        std::env::temp_dir().join("steward-test-spill"),
+        crate::budget::BATCH_BUDGET_BYTES,
+    )
+}
+
 fn pipeline() -> ToolPipeline {
-    ToolPipeline::new(Arc::new(builtins().build().unwrap()))
+    ToolPipeline::new(Arc::new(builtins().build().unwrap()), test_budget())
 }
 
 #[test]
@@ -82,7 +89,7 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
 
     let registry = builtins().disable("echo").build().unwrap();
     assert!(registry.specs(false).iter().all(|s| s.name != "echo"));
-    let p = ToolPipeline::new(Arc::new(registry));
+    let p = ToolPipeline::new(Arc::new(registry), test_budget());
     let out = p
         .execute(&call("c", "echo", json!({"text": "x"})), &ctx())
         .await;
@@ -177,7 +184,7 @@ async fn safe_calls_run_together_unsafe_ones_alone_results_in_order() {
         )
         .build()
         .unwrap();
-    let p = ToolPipeline::new(Arc::new(registry));
+    let p = ToolPipeline::new(Arc::new(registry), test_budget());
     let calls = vec![
         call("1", "safe", json!({"id": "a", "ms": 30})),
         call("2", "safe", json!({"id": "b", "ms": 10})),
