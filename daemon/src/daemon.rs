@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use steward_config::Config;
+use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::files::FileAccess;
+use steward_tools::ledger::{DEFAULT_RETENTION as LEDGER_RETENTION, Ledger, LedgerEntry};
 use steward_tools::{ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -47,7 +49,9 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         replies,
         tools,
         dispatcher,
+        interrupted_actions,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
+    report_interrupted_actions(&inbox, interrupted_actions).await?;
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
     let listener = user::bind(&socket_path)
         .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
@@ -129,6 +133,8 @@ pub struct Core {
     pub replies: ReplyHub,
     pub tools: Arc<ToolRegistry>,
     pub dispatcher: Dispatcher,
+    /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
+    pub interrupted_actions: Vec<LedgerEntry>,
 }
 
 impl Core {
@@ -158,6 +164,9 @@ impl Core {
         if cleaned > 0 {
             info!(cleaned, "removed old spill files");
         }
+        let ledger = Ledger::new(store.ledger_tree()?);
+        let interrupted_actions = ledger.recover()?;
+        ledger.purge(LEDGER_RETENTION)?;
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let replies = ReplyHub::default();
         let tools = Arc::new(builtin::builtins().build()?);
@@ -165,7 +174,7 @@ impl Core {
         status.set_brain(brain.name());
         let steps = Arc::new(StepRunner {
             brain,
-            pipeline: ToolPipeline::new(tools.clone(), budget),
+            pipeline: ToolPipeline::new(tools.clone(), budget).with_ledger(ledger),
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
             files,
@@ -192,8 +201,37 @@ impl Core {
             replies,
             tools,
             dispatcher,
+            interrupted_actions,
         })
     }
+}
+
+/// Tells the owner, through the trajectory, about actions whose outcome a crash left unknown.
+async fn report_interrupted_actions(
+    inbox: &Inbox,
+    actions: Vec<LedgerEntry>,
+) -> anyhow::Result<()> {
+    for action in actions {
+        warn!(tool = %action.tool, key = %action.key, "an action was interrupted; its outcome is unknown and it will not be retried");
+        let mut event = Event::new(
+            Source::System,
+            "system:ledger",
+            Sender {
+                identity: "steward".into(),
+                authenticated_by: "daemon".into(),
+            },
+            Trust::Owner,
+            Payload::Notice {
+                text: format!(
+                    "The action `{}` (ledger key {}) was interrupted by a restart. Its outcome is unknown; it was not retried. Check whether it happened before trying again.",
+                    action.tool, action.key
+                ),
+            },
+        );
+        event.dedupe_key = Some(format!("ledger-unknown:{}", action.key));
+        inbox.submit(event).await?;
+    }
+    Ok(())
 }
 
 /// Creates `dir` (and parents) readable only by the owner, and tightens an existing `dir`

@@ -19,6 +19,7 @@ mod context;
 mod contract;
 mod error;
 pub mod files;
+pub mod ledger;
 mod pipeline;
 pub mod policy;
 mod registry;

@@ -18,17 +18,32 @@ use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
 use crate::budget::{ResultBudget, size_of};
 use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
+use crate::ledger::{Begin, Ledger, args_hash, key_for};
 use crate::registry::ToolRegistry;
+
+/// How long a call may stay `in_progress` in the ledger before it is overdue.
+const ACTION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Clone, Debug)]
 pub struct ToolPipeline {
     registry: Arc<ToolRegistry>,
     budget: ResultBudget,
+    ledger: Option<Ledger>,
 }
 
 impl ToolPipeline {
     pub fn new(registry: Arc<ToolRegistry>, budget: ResultBudget) -> Self {
-        Self { registry, budget }
+        Self {
+            registry,
+            budget,
+            ledger: None,
+        }
+    }
+
+    /// Records every call that changes something, so it never runs twice (see [`Ledger`]).
+    pub fn with_ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     pub fn registry(&self) -> &ToolRegistry {
@@ -78,10 +93,16 @@ impl ToolPipeline {
 
         let ctx = ctx.for_call(&call.call_id, call.origin);
         debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
-        let run = tool.handler.call(&call.args, &ctx);
         if tool.contract.side_effect != SideEffect::ReadOnly {
-            return run.await;
+            return self
+                .run_recorded(
+                    call,
+                    tool.contract.idempotent,
+                    tool.handler.call(&call.args, &ctx),
+                )
+                .await;
         }
+        let run = tool.handler.call(&call.args, &ctx);
         tokio::select! {
             biased;
             outcome = run => outcome,
@@ -89,6 +110,42 @@ impl ToolPipeline {
                 ToolOutcome::cancelled(json!("aborted: the step was cancelled"))
             }
         }
+    }
+
+    /// Runs a call that changes something under its ledger record: a completed record
+    /// replays its result, an in-progress or unknown one refuses, and the outcome is stored.
+    async fn run_recorded(
+        &self,
+        call: &ToolCallRequest,
+        idempotent: bool,
+        run: crate::registry::ToolFuture<'_>,
+    ) -> ToolOutcome {
+        let Some(ledger) = &self.ledger else {
+            return run.await;
+        };
+        let key = key_for(call);
+        match ledger.begin(
+            &key,
+            &call.tool,
+            &args_hash(&call.args),
+            idempotent,
+            ACTION_DEADLINE,
+        ) {
+            Ok(Begin::Run) => {}
+            Ok(Begin::Replay(result)) => {
+                debug!(call_id = %call.call_id, key, "already done; returning the recorded result");
+                return result;
+            }
+            Ok(Begin::Refuse(reason)) => return ToolOutcome::error(reason),
+            Err(e) => {
+                return ToolOutcome::error(format!("not run: the action ledger failed ({e})"));
+            }
+        }
+        let outcome = run.await;
+        if let Err(e) = ledger.finish(&key, &outcome) {
+            warn!(call_id = %call.call_id, key, error = %e, "could not record the outcome in the ledger");
+        }
+        outcome
     }
 
     /// Runs the calls of one step: consecutive concurrency-safe calls together (at most

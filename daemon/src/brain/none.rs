@@ -3,7 +3,7 @@
 //! text gets a short answer saying what is missing instead of silence.
 //!
 //! Commands: `/help`, `/status`, `/tool NAME {json-args}` (arguments default to `{}`).
-//! Events from side lanes get no answer: nobody is waiting on them.
+//! Events from side lanes and the daemon's own notices get no answer: nobody waits on them.
 
 use std::sync::Arc;
 
@@ -28,7 +28,8 @@ impl NoneBrain {
     }
 
     fn answer(&self, event: &Event, turn: &mut BrainTurn) {
-        if event.source == Source::Lane {
+        if matches!(event.source, Source::Lane | Source::System) {
+            // Summaries and notices: nobody is waiting for an answer.
             return;
         }
         let text = event.payload.text().trim();

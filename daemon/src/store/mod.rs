@@ -145,6 +145,11 @@ impl Store {
         }
     }
 
+    /// The tree of the tool layer's idempotency ledger.
+    pub fn ledger_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("ledger")?)
+    }
+
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let ticket = self.note_write();

@@ -200,3 +200,50 @@ async fn safe_calls_run_together_unsafe_ones_alone_results_in_order() {
     assert_eq!(&log[2..4], ["end b", "end a"]);
     assert_eq!(&log[4..], ["start c", "end c", "start d", "end d"]);
 }
+
+/// A write tool that counts its runs.
+struct Counter(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ToolHandler for Counter {
+    fn call<'a>(&'a self, _args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            ToolOutcome::ok(json!({ "run": n }))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_write_is_not_run_twice_for_the_same_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::Config::new().path(dir.path()).open().unwrap();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut contract = probe_contract("counter", Concurrency::Unsafe);
+    contract.side_effect = SideEffect::Write;
+    contract.idempotent = false;
+    let registry = crate::ToolRegistryBuilder::new()
+        .register(contract, Counter(runs.clone()))
+        .build()
+        .unwrap();
+    let p = ToolPipeline::new(Arc::new(registry), test_budget())
+        .with_ledger(crate::ledger::Ledger::new(db.open_tree("ledger").unwrap()));
+    let origin = steward_events::EventId::generate();
+    let mut first = call("1", "counter", json!({"n": 1}));
+    first.origin = Some(origin);
+    let mut again = first.clone();
+    again.call_id = "2".into();
+    assert_eq!(p.execute(&first, &ctx()).await.content, json!({"run": 1}));
+    assert_eq!(
+        p.execute(&again, &ctx()).await.content,
+        json!({"run": 1}),
+        "the recorded result"
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let mut other_event = first.clone();
+    other_event.origin = Some(steward_events::EventId::generate());
+    assert_eq!(
+        p.execute(&other_event, &ctx()).await.content,
+        json!({"run": 2}),
+        "another event runs it anew"
+    );
+}
