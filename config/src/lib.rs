@@ -29,11 +29,31 @@ pub struct Config {
     pub tools: ToolsConfig,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ToolsConfig {
     /// Absolute directories file tools may touch; empty means the workspace
     /// (`<data_dir>/workspace`). The first is where relative paths start.
     pub roots: Vec<PathBuf>,
+    /// How long a request for confirmation waits for the owner before it expires.
+    pub confirm_expiry: Duration,
+    /// `[[tools.policy]]`, first match wins.
+    pub policy: Vec<PolicyRuleConfig>,
+}
+
+/// One `[[tools.policy]]` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyRuleConfig {
+    pub id: String,
+    /// A tool name, `group:NAME` or `*`.
+    pub tool: String,
+    pub decision: PolicyDecisionConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyDecisionConfig {
+    Allow,
+    Confirm,
+    Deny,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

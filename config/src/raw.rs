@@ -19,10 +19,30 @@ pub(crate) struct RawConfig {
     pub tools: RawTools,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawTools {
     pub roots: Vec<Spanned<String>>,
+    pub confirm_expiry_secs: Spanned<u64>,
+    pub policy: Vec<RawPolicyRule>,
+}
+
+impl Default for RawTools {
+    fn default() -> Self {
+        Self {
+            roots: Vec::new(),
+            confirm_expiry_secs: Spanned::new(0..0, 3600),
+            policy: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicyRule {
+    pub id: Spanned<String>,
+    pub tool: Spanned<String>,
+    pub decision: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

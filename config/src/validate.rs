@@ -11,7 +11,7 @@ use crate::error::{ConfigError, line_of};
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat, ModelConfig,
-    ModelProvider, ToolsConfig,
+    ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolsConfig,
 };
 
 pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
@@ -116,6 +116,37 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         roots.push(path);
     }
 
+    let mut policy = Vec::new();
+    for (i, rule) in raw.tools.policy.iter().enumerate() {
+        let key = |name: &str| format!("tools.policy[{i}].{name}");
+        for (name, value) in [("id", &rule.id), ("tool", &rule.tool)] {
+            if value.get_ref().trim().is_empty() {
+                return Err(ConfigError::invalid(
+                    key(name),
+                    at(value.span()),
+                    "must not be empty",
+                ));
+            }
+        }
+        let decision = match rule.decision.get_ref().as_str() {
+            "allow" => PolicyDecisionConfig::Allow,
+            "confirm" => PolicyDecisionConfig::Confirm,
+            "deny" => PolicyDecisionConfig::Deny,
+            other => {
+                return Err(ConfigError::invalid(
+                    key("decision"),
+                    at(rule.decision.span()),
+                    format!("{other:?} is not one of allow, confirm, deny"),
+                ));
+            }
+        };
+        policy.push(PolicyRuleConfig {
+            id: rule.id.get_ref().clone(),
+            tool: rule.tool.get_ref().clone(),
+            decision,
+        });
+    }
+
     Ok(Config {
         daemon,
         inbox,
@@ -123,7 +154,16 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         lanes,
         model,
         urgency_rules,
-        tools: ToolsConfig { roots },
+        tools: ToolsConfig {
+            roots,
+            confirm_expiry: Duration::from_secs(in_range(
+                "tools.confirm_expiry_secs",
+                &raw.tools.confirm_expiry_secs,
+                1,
+                30 * 86_400,
+            )?),
+            policy,
+        },
     })
 }
 

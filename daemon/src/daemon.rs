@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use steward_config::Config;
+use steward_config::{Config, PolicyDecisionConfig, PolicyRuleConfig};
 use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
+use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
 use steward_tools::ledger::{DEFAULT_RETENTION as LEDGER_RETENTION, Ledger, LedgerEntry};
-use steward_tools::{ToolPipeline, ToolRegistry, builtin};
+use steward_tools::policy::{PolicyRule, RuleDecision};
+use steward_tools::{Authorization, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,6 +24,7 @@ use tracing::{error, info, warn};
 
 use crate::brain::{Brain, NoneBrain};
 use crate::channels::user::{self, UserChannel};
+use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, StepRunner};
 use crate::instance_lock::InstanceLock;
 use crate::notify::{self, Heartbeat};
@@ -49,6 +52,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         replies,
         tools,
         dispatcher,
+        confirmations,
         interrupted_actions,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     report_interrupted_actions(&inbox, interrupted_actions).await?;
@@ -64,6 +68,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         rules: Arc::new(config.urgency_rules.clone()),
         replies,
         status: status.clone(),
+        confirmations: confirmations.clone(),
     };
 
     let shutdown = CancellationToken::new();
@@ -80,6 +85,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         });
     }
     tasks.spawn(user_channel.run(listener, shutdown.clone()));
+    tasks.spawn(confirmations.run_expiry(shutdown.clone()));
     tasks.close();
 
     let mut sigterm = signal(SignalKind::terminate()).context("cannot install SIGTERM handler")?;
@@ -133,6 +139,7 @@ pub struct Core {
     pub replies: ReplyHub,
     pub tools: Arc<ToolRegistry>,
     pub dispatcher: Dispatcher,
+    pub confirmations: Arc<Confirmations>,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
     pub interrupted_actions: Vec<LedgerEntry>,
 }
@@ -167,14 +174,40 @@ impl Core {
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
         ledger.purge(LEDGER_RETENTION)?;
+        let tools = Arc::new(builtin::builtins().build()?);
+        let pending = PendingStore::new(store.pending_tree()?);
+        let mut interrupted_actions = interrupted_actions;
+        for action in pending.recover()? {
+            warn!(pending_id = %action.id, tool = %action.tool, "an approved action was interrupted; its outcome is unknown");
+            interrupted_actions.push(LedgerEntry {
+                key: action.key.clone(),
+                tool: action.tool.clone(),
+                args_hash: action.args_hash.clone(),
+                idempotent: false,
+                state: steward_tools::ledger::ActionState::Unknown,
+                updated_at_ms: 0,
+            });
+        }
+        let pipeline = ToolPipeline::new(tools.clone(), budget)
+            .with_ledger(ledger)
+            .with_authorization(Authorization {
+                rules: config.tools.policy.iter().map(policy_rule).collect(),
+                pending: pending.clone(),
+                expiry: config.tools.confirm_expiry,
+            });
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let replies = ReplyHub::default();
-        let tools = Arc::new(builtin::builtins().build()?);
         let brain: Arc<dyn Brain> = Arc::new(NoneBrain::new(status.clone()));
         status.set_brain(brain.name());
+        let confirmations = Arc::new(Confirmations {
+            pending,
+            pipeline: pipeline.clone(),
+            files: files.clone(),
+            inbox: inbox.clone(),
+        });
         let steps = Arc::new(StepRunner {
             brain,
-            pipeline: ToolPipeline::new(tools.clone(), budget).with_ledger(ledger),
+            pipeline: pipeline.clone(),
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
             files,
@@ -201,8 +234,21 @@ impl Core {
             replies,
             tools,
             dispatcher,
+            confirmations,
             interrupted_actions,
         })
+    }
+}
+
+fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
+    PolicyRule {
+        id: rule.id.clone(),
+        tool: rule.tool.clone(),
+        decision: match rule.decision {
+            PolicyDecisionConfig::Allow => RuleDecision::Allow,
+            PolicyDecisionConfig::Confirm => RuleDecision::Confirm,
+            PolicyDecisionConfig::Deny => RuleDecision::Deny,
+        },
     }
 }
 

@@ -7,6 +7,7 @@ pub mod brain;
 pub mod channels;
 pub mod cli;
 pub mod client;
+pub mod confirmations;
 pub mod daemon;
 pub mod dispatcher;
 pub mod instance_lock;

@@ -40,6 +40,19 @@ pub enum Request {
         follow: bool,
     },
     Tools,
+    /// Requests for confirmation, all states, oldest first.
+    Pending,
+    Confirm {
+        id: String,
+        /// Edited arguments (checked again before running).
+        #[serde(default)]
+        args: Option<Value>,
+    },
+    Deny {
+        id: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
 }
 
 /// One message typed in a chat session.
@@ -84,6 +97,10 @@ pub enum Response {
     },
     Tool {
         tool: Value,
+    },
+    /// A pending action (see `PendingRow`).
+    Action {
+        action: PendingRow,
     },
     End,
     Error {
@@ -168,6 +185,45 @@ impl From<&EventRecord> for EventRow {
             trajectory_seq,
             detail,
             text: e.payload.text().to_owned(),
+        }
+    }
+}
+
+/// One line of `steward pending`, and the answer to `confirm`/`deny`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingRow {
+    pub id: String,
+    pub tool: String,
+    pub args: Value,
+    pub preview: String,
+    pub reason: String,
+    pub origin_event: Option<EventId>,
+    pub requested_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// pending | approved | denied | expired | completed | failed | unknown
+    pub state: String,
+    /// Why it was denied or failed.
+    pub state_reason: Option<String>,
+    pub result: Option<steward_events::ToolOutcome>,
+}
+
+impl From<&steward_tools::confirm::PendingAction> for PendingRow {
+    fn from(a: &steward_tools::confirm::PendingAction) -> Self {
+        Self {
+            id: a.id.clone(),
+            tool: a.tool.clone(),
+            args: a.args.clone(),
+            preview: a.preview.clone(),
+            reason: a.reason.clone(),
+            origin_event: a.origin_event,
+            requested_at: a.requested_at,
+            expires_at: a.expires_at,
+            state: serde_json::to_value(a.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            state_reason: a.state_reason.clone(),
+            result: a.result.clone(),
         }
     }
 }

@@ -24,6 +24,8 @@ pub enum ToolStatus {
     Error,
     /// The step's cancel token fired before the tool finished.
     Cancelled,
+    /// Waiting for the owner's confirmation; the content names the pending action.
+    Pending,
 }
 
 /// What a tool call produced, as the caller sees it.

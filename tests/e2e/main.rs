@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
 mod cli;
+mod confirm;
 mod delivery;
 mod files;
 mod steps;

@@ -39,6 +39,8 @@ fn main() {
         trajectory: TrajectoryId::main(),
         origin_event: None,
         call_id: String::new(),
+        mode: steward_tools::policy::Mode::Normal,
+        step_trust: steward_events::Trust::Owner,
         cancel: CancellationToken::new(),
     };
     let call = ToolCallRequest {

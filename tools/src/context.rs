@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use steward_events::{EventId, TrajectoryId};
+use steward_events::{EventId, TrajectoryId, Trust};
 use tokio_util::sync::CancellationToken;
 
 use crate::files::FileAccess;
+use crate::policy::Mode;
 
 #[derive(Clone, Debug)]
 pub struct ExecutionContext {
@@ -18,6 +19,10 @@ pub struct ExecutionContext {
     pub origin_event: Option<EventId>,
     /// The id of this call within its step.
     pub call_id: String,
+    /// Plan mode runs only read-only tools.
+    pub mode: Mode,
+    /// The least trusted content in the step so far (taint).
+    pub step_trust: Trust,
     /// Fires when the step is cancelled. Read-only tools are aborted when it fires; tools with
     /// side effects watch it themselves and finish what they began.
     pub cancel: CancellationToken,

@@ -179,12 +179,14 @@ impl Ledger {
             ToolStatus::Ok => ActionState::Completed {
                 result: outcome.clone(),
             },
-            ToolStatus::Error | ToolStatus::Cancelled => ActionState::Failed {
-                error: match &outcome.content {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                },
-            },
+            ToolStatus::Error | ToolStatus::Cancelled | ToolStatus::Pending => {
+                ActionState::Failed {
+                    error: match &outcome.content {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                }
+            }
         };
         entry.updated_at_ms = now_ms();
         self.tree

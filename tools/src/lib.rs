@@ -15,6 +15,7 @@
 mod batch;
 pub mod budget;
 pub mod builtin;
+pub mod confirm;
 mod context;
 mod contract;
 mod error;
@@ -29,5 +30,5 @@ pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::ExecutionContext;
 pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
 pub use error::ToolError;
-pub use pipeline::ToolPipeline;
+pub use pipeline::{Authorization, ToolPipeline};
 pub use registry::{ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};

@@ -10,15 +10,18 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use steward_events::{ToolCallRequest, ToolOutcome};
+use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
 use crate::budget::{ResultBudget, size_of};
+use crate::confirm::PendingStore;
 use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
 use crate::ledger::{Begin, Ledger, args_hash, key_for};
+use crate::policy::{Decision, PolicyInput, PolicyRule, decide};
+use crate::registry::RegisteredTool;
 use crate::registry::ToolRegistry;
 
 /// How long a call may stay `in_progress` in the ledger before it is overdue.
@@ -29,6 +32,16 @@ pub struct ToolPipeline {
     registry: Arc<ToolRegistry>,
     budget: ResultBudget,
     ledger: Option<Ledger>,
+    authorization: Option<Authorization>,
+}
+
+/// Policy rules and where confirmation requests go.
+#[derive(Clone, Debug)]
+pub struct Authorization {
+    pub rules: Vec<PolicyRule>,
+    pub pending: PendingStore,
+    /// How long a request waits for an answer.
+    pub expiry: std::time::Duration,
 }
 
 impl ToolPipeline {
@@ -37,7 +50,15 @@ impl ToolPipeline {
             registry,
             budget,
             ledger: None,
+            authorization: None,
         }
+    }
+
+    /// Applies policy to every call; calls that need confirmation become pending actions.
+    /// Without it every valid call runs (tests of single tools).
+    pub fn with_authorization(mut self, authorization: Authorization) -> Self {
+        self.authorization = Some(authorization);
+        self
     }
 
     /// Records every call that changes something, so it never runs twice (see [`Ledger`]).
@@ -52,7 +73,51 @@ impl ToolPipeline {
 
     /// Runs one call through every stage, the result cut to the tool's budget.
     pub async fn execute(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
-        let outcome = self.run(call, ctx).await;
+        let outcome = match self.prepare(call) {
+            Ok(tool) => match self.authorize(tool, call, ctx) {
+                Some(refusal_or_pending) => refusal_or_pending,
+                None => self.perform(tool, call, ctx).await,
+            },
+            Err(outcome) => outcome,
+        };
+        self.within_budget(call, outcome)
+    }
+
+    /// Runs an action the owner approved: every stage again except policy, whose question
+    /// the approval answered (edited arguments are validated here like any others).
+    pub async fn execute_approved(
+        &self,
+        call: &ToolCallRequest,
+        ctx: &ExecutionContext,
+    ) -> ToolOutcome {
+        let outcome = match self.prepare(call) {
+            Ok(tool) => self.perform(tool, call, ctx).await,
+            Err(outcome) => outcome,
+        };
+        self.within_budget(call, outcome)
+    }
+
+    /// The policy decision alone, for checking edited arguments before an approval runs them.
+    pub fn decide(
+        &self,
+        call: &ToolCallRequest,
+        ctx: &ExecutionContext,
+    ) -> Result<Decision, ToolOutcome> {
+        let tool = self.prepare(call)?;
+        let rules = self
+            .authorization
+            .as_ref()
+            .map_or(&[][..], |a| a.rules.as_slice());
+        Ok(decide(PolicyInput {
+            contract: &tool.contract,
+            mode: ctx.mode,
+            in_lane: !ctx.trajectory.is_main(),
+            step_trust: ctx.step_trust,
+            rules,
+        }))
+    }
+
+    fn within_budget(&self, call: &ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome {
         let budget = self
             .registry
             .get(&call.tool)
@@ -61,12 +126,16 @@ impl ToolPipeline {
             .apply(&call.call_id, &call.tool, budget, outcome)
     }
 
-    async fn run(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
+    /// Lookup (disabled tools refused here too) and argument validation.
+    fn prepare(&self, call: &ToolCallRequest) -> Result<&RegisteredTool, ToolOutcome> {
         let Some(tool) = self.registry.get(&call.tool) else {
-            return ToolOutcome::error(format!("unknown tool `{}`", call.tool));
+            return Err(ToolOutcome::error(format!("unknown tool `{}`", call.tool)));
         };
         if self.registry.is_disabled(&call.tool) {
-            return ToolOutcome::error(format!("tool `{}` is disabled", call.tool));
+            return Err(ToolOutcome::error(format!(
+                "tool `{}` is disabled",
+                call.tool
+            )));
         }
         let problems: Vec<String> = tool
             .validator
@@ -81,16 +150,70 @@ impl ToolPipeline {
             })
             .collect();
         if !problems.is_empty() {
-            return ToolOutcome::error(format!(
+            return Err(ToolOutcome::error(format!(
                 "invalid arguments for `{}`: {}",
                 call.tool,
                 problems.join("; ")
-            ));
+            )));
         }
+        Ok(tool)
+    }
+
+    /// Policy: `None` to go on; a refusal, or a `pending` result naming the stored request.
+    fn authorize(
+        &self,
+        tool: &RegisteredTool,
+        call: &ToolCallRequest,
+        ctx: &ExecutionContext,
+    ) -> Option<ToolOutcome> {
+        let auth = self.authorization.as_ref()?;
+        let decision = decide(PolicyInput {
+            contract: &tool.contract,
+            mode: ctx.mode,
+            in_lane: !ctx.trajectory.is_main(),
+            step_trust: ctx.step_trust,
+            rules: &auth.rules,
+        });
+        match decision {
+            Decision::Allow => None,
+            Decision::Deny { reason, policy_id } => Some(ToolOutcome::error(format!(
+                "denied by policy `{policy_id}`: {reason}"
+            ))),
+            Decision::Confirm { reason } => Some(
+                match auth
+                    .pending
+                    .create(call, &reason, &ctx.trajectory, auth.expiry)
+                {
+                    Ok(action) => ToolOutcome {
+                        status: ToolStatus::Pending,
+                        content: json!({
+                            "pending_id": action.id,
+                            "preview": action.preview,
+                            "reason": reason,
+                            "expires_at": action.expires_at,
+                            "confirm_with": format!("steward confirm {}", action.id),
+                            "deny_with": format!("steward deny {} --reason TEXT", action.id),
+                        }),
+                    },
+                    Err(e) => ToolOutcome::error(format!(
+                        "needs confirmation, but the request could not be stored: {e}"
+                    )),
+                },
+            ),
+        }
+    }
+
+    /// Executes a call that may run: through the ledger when it changes something, under
+    /// the step's cancel token.
+    async fn perform(
+        &self,
+        tool: &RegisteredTool,
+        call: &ToolCallRequest,
+        ctx: &ExecutionContext,
+    ) -> ToolOutcome {
         if ctx.cancel.is_cancelled() {
             return ToolOutcome::cancelled(json!("not started: the step was cancelled"));
         }
-
         let ctx = ctx.for_call(&call.call_id, call.origin);
         debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
         if tool.contract.side_effect != SideEffect::ReadOnly {

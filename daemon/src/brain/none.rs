@@ -111,6 +111,7 @@ fn describe_outcome(tool: &str, outcome: &ToolOutcome) -> String {
         ToolStatus::Ok => format!("{tool}: {content}"),
         ToolStatus::Error => format!("{tool} failed: {content}"),
         ToolStatus::Cancelled => format!("{tool} was cancelled: {content}"),
+        ToolStatus::Pending => format!("{tool} needs your confirmation: {content}"),
     }
 }
 

@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::protocol::{ChatLine, EventRow, Request, Response};
+use crate::confirmations::{Answer, Confirmations};
+use crate::protocol::{ChatLine, EventRow, PendingRow, Request, Response};
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Trajectory};
@@ -41,6 +42,7 @@ pub struct UserChannel {
     pub rules: Arc<Vec<UrgencyRule>>,
     pub replies: ReplyHub,
     pub status: Arc<StatusBoard>,
+    pub confirmations: Arc<Confirmations>,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
@@ -174,6 +176,33 @@ impl UserChannel {
             Request::Trajectory { limit, follow } => {
                 self.trajectory(limit, follow, s, shutdown).await
             }
+            Request::Pending => {
+                match self.confirmations.list() {
+                    Ok(actions) => {
+                        for action in &actions {
+                            s.write(&Response::Action {
+                                action: PendingRow::from(action),
+                            })
+                            .await?;
+                        }
+                    }
+                    Err(e) => {
+                        s.write(&Response::Error {
+                            message: e.to_string(),
+                        })
+                        .await?
+                    }
+                }
+                s.write(&Response::End).await
+            }
+            Request::Confirm { id, args } => {
+                let answer = self.confirmations.approve(&id, args).await;
+                self.write_answer(answer, s).await
+            }
+            Request::Deny { id, reason } => {
+                let answer = self.confirmations.deny(&id, reason).await;
+                self.write_answer(answer, s).await
+            }
             Request::Tools => {
                 for contract in self.tools.contracts() {
                     let mut tool = serde_json::to_value(contract).unwrap_or_default();
@@ -183,6 +212,24 @@ impl UserChannel {
                 s.write(&Response::End).await
             }
         }
+    }
+
+    async fn write_answer(
+        &self,
+        answer: Result<Answer, crate::confirmations::ConfirmError>,
+        s: &mut Session,
+    ) -> std::io::Result<()> {
+        let response = match answer {
+            Ok(Answer::Ran(action) | Answer::Denied(action)) => Response::Action {
+                action: PendingRow::from(&action),
+            },
+            Ok(Answer::Refused(message)) => Response::Error { message },
+            Err(e) => Response::Error {
+                message: e.to_string(),
+            },
+        };
+        s.write(&response).await?;
+        s.write(&Response::End).await
     }
 
     /// Validates, classifies and submits one message; tells the client the outcome.

@@ -3,6 +3,7 @@
 //! 75 `send --wait` timed out or another instance holds the data dir, 1 any other failure,
 //! 2 bad usage (clap).
 
+mod actions;
 mod init;
 mod listing;
 mod send;
@@ -64,6 +65,29 @@ enum Command {
     Events(EventsArgs),
     /// Show the main trajectory
     Trajectory(TrajectoryArgs),
+    /// List requests for confirmation (all states, oldest first)
+    Pending {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending action: it runs once
+    Confirm {
+        /// The pending action's id
+        id: String,
+        /// Run it with these arguments instead (checked again first)
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny a pending action
+    Deny {
+        id: String,
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect tools
     Tools {
         #[command(subcommand)]
@@ -179,6 +203,11 @@ pub fn main() -> ExitCode {
         Command::Tools {
             command: ToolsCommand::List { json },
         } => client_command(listing::tools(&ctx, json)),
+        Command::Pending { json } => client_command(actions::pending(&ctx, json)),
+        Command::Confirm { id, args, json } => {
+            client_command(actions::confirm(&ctx, id, args, json))
+        }
+        Command::Deny { id, reason, json } => client_command(actions::deny(&ctx, id, reason, json)),
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use steward_events::{Event, ItemKind, ToolCallRequest, ToolOutcome, TrajectoryItem};
+use steward_events::{Event, ItemKind, ToolCallRequest, ToolOutcome, TrajectoryItem, Trust};
 use steward_tools::files::FileAccess;
+use steward_tools::policy::Mode;
 use steward_tools::{ExecutionContext, ToolPipeline};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -71,6 +72,13 @@ impl StepRunner {
             trajectory: trajectory.id().clone(),
             origin_event: events.first().map(|e| e.id),
             call_id: String::new(),
+            mode: Mode::Normal,
+            // Taint: the least trusted event of the step decides for every call in it.
+            step_trust: events
+                .iter()
+                .map(|e| e.trust)
+                .max_by_key(|t| trust_rank(*t))
+                .unwrap_or(Trust::Owner),
             cancel: cancel.clone(),
         };
         let mut last_round: Vec<(ToolCallRequest, ToolOutcome)> = Vec::new();
@@ -148,6 +156,15 @@ impl StepRunner {
         self.replies
             .announce(Announcement::Reply { text, reply_to });
         Ok(StepEnd::Completed)
+    }
+}
+
+/// Higher is less trusted.
+fn trust_rank(trust: Trust) -> u8 {
+    match trust {
+        Trust::Owner => 0,
+        Trust::Trusted => 1,
+        Trust::Untrusted => 2,
     }
 }
 

@@ -19,6 +19,8 @@ fn ctx() -> ExecutionContext {
         trajectory: TrajectoryId::main(),
         origin_event: None,
         call_id: String::new(),
+        mode: crate::policy::Mode::Normal,
+        step_trust: steward_events::Trust::Owner,
         cancel: CancellationToken::new(),
     }
 }
