@@ -6,5 +6,6 @@ mod cli;
 mod confirm;
 mod delivery;
 mod files;
+mod shell;
 mod steps;
 mod support;

@@ -31,4 +31,4 @@ pub use context::ExecutionContext;
 pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
 pub use error::ToolError;
 pub use pipeline::{Authorization, ToolPipeline};
-pub use registry::{ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};
+pub use registry::{Safety, ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};

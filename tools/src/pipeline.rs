@@ -21,8 +21,8 @@ use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
 use crate::ledger::{Begin, Ledger, args_hash, key_for};
 use crate::policy::{Decision, PolicyInput, PolicyRule, decide};
-use crate::registry::RegisteredTool;
 use crate::registry::ToolRegistry;
+use crate::registry::{RegisteredTool, Safety};
 
 /// How long a call may stay `in_progress` in the ledger before it is overdue.
 const ACTION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
@@ -159,21 +159,44 @@ impl ToolPipeline {
         Ok(tool)
     }
 
-    /// Policy: `None` to go on; a refusal, or a `pending` result naming the stored request.
+    /// Safety, then policy: `None` to go on; a refusal, or a `pending` result naming the
+    /// stored request. A blocked call is refused before policy is even asked; a call safety
+    /// wants confirmed is confirmed unless policy denies it outright.
     fn authorize(
         &self,
         tool: &RegisteredTool,
         call: &ToolCallRequest,
         ctx: &ExecutionContext,
     ) -> Option<ToolOutcome> {
-        let auth = self.authorization.as_ref()?;
-        let decision = decide(PolicyInput {
+        let safety = tool.handler.safety(&call.args, ctx);
+        if let Safety::Block(reason) = &safety {
+            return Some(ToolOutcome::error(format!("blocked, never run: {reason}")));
+        }
+        let Some(auth) = self.authorization.as_ref() else {
+            return match safety {
+                Safety::Confirm(reason) => Some(ToolOutcome::error(format!(
+                    "needs confirmation ({reason}), and none can be asked here"
+                ))),
+                _ => None,
+            };
+        };
+        let mut decision = decide(PolicyInput {
             contract: &tool.contract,
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
             rules: &auth.rules,
         });
+        if let Safety::Confirm(reason) = safety {
+            decision = match decision {
+                deny @ Decision::Deny { .. } => deny,
+                _ if !ctx.trajectory.is_main() => Decision::Deny {
+                    reason: format!("{reason}; a side lane cannot ask for confirmation"),
+                    policy_id: "lane.no_confirm".into(),
+                },
+                _ => Decision::Confirm { reason },
+            };
+        }
         match decision {
             Decision::Allow => None,
             Decision::Deny { reason, policy_id } => Some(ToolOutcome::error(format!(

@@ -27,6 +27,22 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn concurrency_safe_for(&self, _args: &Value) -> bool {
         false
     }
+
+    /// The safety check of this call (pipeline step 3), before policy. Most tools have
+    /// none; the shell tool classifies its command.
+    fn safety(&self, _args: &Value, _ctx: &ExecutionContext) -> Safety {
+        Safety::Allow
+    }
+}
+
+/// What a tool's own safety check says about one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Safety {
+    Allow,
+    /// Needs the owner's confirmation, whatever the policy says (unless it denies).
+    Confirm(String),
+    /// Never runs and is never offered for confirmation.
+    Block(String),
 }
 
 /// What the model sees of a tool.

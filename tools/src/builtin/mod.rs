@@ -6,6 +6,7 @@ mod fs_edit;
 mod fs_list;
 mod fs_read;
 mod fs_write;
+mod shell;
 mod sleep;
 
 use crate::registry::ToolRegistryBuilder;
@@ -18,6 +19,7 @@ pub fn builtins() -> ToolRegistryBuilder {
         .register(fs_list::contract(), fs_list::FsList)
         .register(fs_read::contract(), fs_read::FsRead)
         .register(fs_write::contract(), fs_write::FsWrite)
+        .register(shell::contract(), shell::Shell)
         .register(sleep::contract(), sleep::Sleep)
 }
 

@@ -1,0 +1,108 @@
+//! The shell tool through the real daemon: safe commands run in the workspace with a scrubbed
+//! environment, dangerous ones wait for confirmation, catastrophic ones never run — however
+//! they are wrapped.
+
+use serde_json::Value;
+
+use crate::support::{TestDaemon, stdout};
+
+fn shell(daemon: &TestDaemon, command: &str) -> String {
+    let args = serde_json::json!({ "command": command });
+    let output = daemon.cli(&["send", "--wait", &format!("/tool shell {args}")]);
+    assert!(output.status.success(), "{output:?}");
+    stdout(&output)
+}
+
+#[test]
+fn safe_commands_run_in_the_workspace_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "").unwrap();
+    let daemon = TestDaemon::start_in_with_env(dir, &[("STEWARD_TEST_SECRET", "hunter2")]);
+    let reply = shell(
+        &daemon,
+        "echo hi > out.txt && cat out.txt && pwd && echo \"secret=[$STEWARD_TEST_SECRET]\"",
+    );
+    assert!(reply.starts_with("shell: "), "{reply}");
+    let result: Value = serde_json::from_str(reply.trim().trim_start_matches("shell: ")).unwrap();
+    let out = result["stdout"].as_str().unwrap();
+    assert!(out.starts_with("hi\n"), "{out}");
+    assert!(
+        out.contains(&daemon.path().join("workspace").display().to_string()),
+        "runs in the workspace: {out}"
+    );
+    assert!(
+        out.contains("secret=[]"),
+        "the environment is scrubbed: {out}"
+    );
+    assert_eq!(result["exit_code"], 0);
+    assert_eq!(
+        std::fs::read_to_string(daemon.path().join("workspace/out.txt")).unwrap(),
+        "hi\n"
+    );
+
+    let failing = shell(&daemon, "echo oops >&2; exit 3");
+    assert!(
+        failing.starts_with("shell failed: ")
+            && failing.contains("\"exit_code\":3")
+            && failing.contains("oops"),
+        "{failing}"
+    );
+}
+
+#[test]
+fn catastrophic_commands_are_blocked_however_they_are_wrapped() {
+    let daemon = TestDaemon::start();
+    for command in [
+        "rm -rf /",
+        "sh -c 'rm -rf ~'",
+        "echo ok\nrm -rf /",
+        "env rm -rf $HOME",
+        ":(){ :|:& };:",
+    ] {
+        let reply = shell(&daemon, command);
+        assert!(reply.contains("blocked, never run"), "{command:?}: {reply}");
+    }
+    let pending = stdout(&daemon.cli(&["pending", "--json"]));
+    assert!(
+        pending.is_empty(),
+        "blocked commands are never offered for confirmation: {pending}"
+    );
+}
+
+#[test]
+fn dangerous_commands_wait_for_the_owner() {
+    let daemon = TestDaemon::start();
+    std::fs::create_dir(daemon.path().join("workspace/build")).unwrap();
+    let reply = shell(&daemon, "rm -r build");
+    assert!(
+        reply.contains("needs your confirmation")
+            && reply.contains("rm -r deletes directory trees"),
+        "{reply}"
+    );
+    assert!(
+        daemon.path().join("workspace/build").exists(),
+        "nothing ran yet"
+    );
+    let row: Value = serde_json::from_str(
+        stdout(&daemon.cli(&["pending", "--json"]))
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let confirmed = daemon.cli(&["confirm", row["id"].as_str().unwrap(), "--json"]);
+    assert!(confirmed.status.success(), "{confirmed:?}");
+    assert!(
+        !daemon.path().join("workspace/build").exists(),
+        "ran once approved"
+    );
+}
+
+#[test]
+fn a_command_that_runs_too_long_is_killed() {
+    let daemon = TestDaemon::start();
+    let args = serde_json::json!({"command": "sleep 30", "timeout_secs": 1});
+    let output = daemon.cli(&["send", "--wait", &format!("/tool shell {args}")]);
+    let reply = stdout(&output);
+    assert!(reply.contains("timed_out"), "{reply}");
+}
