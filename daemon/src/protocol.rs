@@ -40,6 +40,12 @@ pub enum Request {
         follow: bool,
     },
     Tools,
+    /// Runs one tool call through the full pipeline, in the main trajectory, as the owner.
+    CallTool {
+        tool: String,
+        #[serde(default)]
+        args: Option<Value>,
+    },
     /// Requests for confirmation, all states, oldest first.
     Pending,
     Confirm {
@@ -97,6 +103,11 @@ pub enum Response {
     },
     Tool {
         tool: Value,
+    },
+    /// The outcome of a `call_tool` request.
+    ToolResult {
+        event_id: EventId,
+        outcome: steward_events::ToolOutcome,
     },
     /// A pending action (see `PendingRow`).
     Action {

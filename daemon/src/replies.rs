@@ -2,7 +2,7 @@
 //! a chat session). A broadcast: a session that falls behind by more than the buffer loses
 //! announcements and is told so; the trajectory keeps everything regardless.
 
-use steward_events::EventId;
+use steward_events::{EventId, ToolOutcome};
 use tokio::sync::broadcast;
 
 use crate::protocol::StepEnd;
@@ -16,6 +16,11 @@ pub enum Announcement {
     StepEnded {
         events: Vec<EventId>,
         outcome: StepEnd,
+    },
+    /// The outcome of a tool call asked for directly (`steward tools call`).
+    ToolResult {
+        origin: EventId,
+        outcome: ToolOutcome,
     },
 }
 

@@ -94,13 +94,22 @@ pub enum Payload {
     LaneResult { origin: EventId, summary: String },
     /// Something the daemon itself reports.
     Notice { text: String },
+    /// A tool call asked for directly (`steward tools call`): run through the pipeline
+    /// before the brain sees the step. `text` is how it reads in the trajectory.
+    ToolCall {
+        tool: String,
+        args: serde_json::Value,
+        text: String,
+    },
 }
 
 impl Payload {
     /// The text the brain reads for this payload.
     pub fn text(&self) -> &str {
         match self {
-            Payload::Message { text } | Payload::Notice { text } => text,
+            Payload::Message { text }
+            | Payload::Notice { text }
+            | Payload::ToolCall { text, .. } => text,
             Payload::LaneResult { summary, .. } => summary,
         }
     }

@@ -26,6 +26,10 @@ pub enum ToolStatus {
     Cancelled,
     /// Waiting for the owner's confirmation; the content names the pending action.
     Pending,
+    /// Refused by policy (mode, lane, taint, a configured rule); the content says why.
+    Denied,
+    /// Refused by a safety check (e.g. a catastrophic shell command): never run, never asked.
+    Blocked,
 }
 
 /// What a tool call produced, as the caller sees it.
@@ -47,6 +51,20 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Error,
             content: Value::String(message.into()),
+        }
+    }
+
+    pub fn denied(reason: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Denied,
+            content: Value::String(reason.into()),
+        }
+    }
+
+    pub fn blocked(reason: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Blocked,
+            content: Value::String(reason.into()),
         }
     }
 

@@ -106,3 +106,67 @@ fn a_command_that_runs_too_long_is_killed() {
     let reply = stdout(&output);
     assert!(reply.contains("timed_out"), "{reply}");
 }
+
+fn call_json(daemon: &TestDaemon, tool: &str, args: &str) -> (bool, Value) {
+    let output = daemon.cli(&["tools", "call", tool, "--args", args, "--json"]);
+    let line: Value =
+        serde_json::from_str(stdout(&output).trim()).unwrap_or_else(|e| panic!("{e}: {output:?}"));
+    (output.status.success(), line)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_call_reports_every_kind_of_outcome() {
+    let daemon = TestDaemon::start_with(
+        "[[tools.policy]]\nid = \"no-listing\"\ntool = \"fs_list\"\ndecision = \"deny\"\n",
+    );
+    let (ok, line) = call_json(&daemon, "echo", r#"{"text":"x"}"#);
+    assert!(ok);
+    assert_eq!(
+        line,
+        serde_json::json!({"outcome": "ok", "result": {"text": "x"}})
+    );
+
+    let (ok, line) = call_json(&daemon, "shell", r#"{"command":"rm -rf /"}"#);
+    assert!(!ok);
+    assert_eq!(line["outcome"], "blocked");
+    assert!(
+        line["reason"].as_str().unwrap().contains("rm -r of `/`"),
+        "{line}"
+    );
+
+    let (ok, line) = call_json(&daemon, "shell", r#"{"command":"git push --force"}"#);
+    assert!(ok);
+    assert_eq!(line["outcome"], "pending");
+    assert!(line["pending_id"].is_string(), "{line}");
+
+    let (ok, line) = call_json(&daemon, "fs_list", "{}");
+    assert!(!ok);
+    assert_eq!(line["outcome"], "denied");
+    assert!(
+        line["reason"].as_str().unwrap().contains("no-listing"),
+        "{line}"
+    );
+
+    let (ok, line) = call_json(&daemon, "sleep", r#"{"secs":"soon"}"#);
+    assert!(!ok);
+    assert_eq!(line["outcome"], "error");
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments"),
+        "{line}"
+    );
+
+    // Each call is in the main trajectory: its event, then the call and its result.
+    let items = daemon.trajectory().await;
+    let calls = items
+        .iter()
+        .filter(|i| i.kind.name() == "tool_call")
+        .count();
+    let results = items
+        .iter()
+        .filter(|i| i.kind.name() == "tool_result")
+        .count();
+    assert_eq!((calls, results), (5, 5), "{items:#?}");
+}

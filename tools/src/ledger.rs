@@ -179,14 +179,16 @@ impl Ledger {
             ToolStatus::Ok => ActionState::Completed {
                 result: outcome.clone(),
             },
-            ToolStatus::Error | ToolStatus::Cancelled | ToolStatus::Pending => {
-                ActionState::Failed {
-                    error: match &outcome.content {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    },
-                }
-            }
+            ToolStatus::Error
+            | ToolStatus::Cancelled
+            | ToolStatus::Pending
+            | ToolStatus::Denied
+            | ToolStatus::Blocked => ActionState::Failed {
+                error: match &outcome.content {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                },
+            },
         };
         entry.updated_at_ms = now_ms();
         self.tree

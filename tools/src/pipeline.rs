@@ -170,11 +170,13 @@ impl ToolPipeline {
     ) -> Option<ToolOutcome> {
         let safety = tool.handler.safety(&call.args, ctx);
         if let Safety::Block(reason) = &safety {
-            return Some(ToolOutcome::error(format!("blocked, never run: {reason}")));
+            return Some(ToolOutcome::blocked(format!(
+                "blocked, never run: {reason}"
+            )));
         }
         let Some(auth) = self.authorization.as_ref() else {
             return match safety {
-                Safety::Confirm(reason) => Some(ToolOutcome::error(format!(
+                Safety::Confirm(reason) => Some(ToolOutcome::denied(format!(
                     "needs confirmation ({reason}), and none can be asked here"
                 ))),
                 _ => None,
@@ -199,7 +201,7 @@ impl ToolPipeline {
         }
         match decision {
             Decision::Allow => None,
-            Decision::Deny { reason, policy_id } => Some(ToolOutcome::error(format!(
+            Decision::Deny { reason, policy_id } => Some(ToolOutcome::denied(format!(
                 "denied by policy `{policy_id}`: {reason}"
             ))),
             Decision::Confirm { reason } => Some(

@@ -22,8 +22,11 @@ pub struct BrainInput<'a> {
     pub events: &'a [Event],
     /// Every item of this step so far (events, messages, calls, results).
     pub step_items: &'a [TrajectoryItem],
-    /// The calls of the previous round with their outcomes; empty in the first round.
+    /// The calls of the previous round with their outcomes. In the first round these are
+    /// the tool calls the events asked for directly (`steward tools call`), if any.
     pub last_round: &'a [(ToolCallRequest, ToolOutcome)],
+    /// 0 for the brain's first turn in this step.
+    pub round: u32,
     pub tools: &'a [ToolSpec],
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus};
+use steward_events::{Event, Payload, Source, ToolCallRequest, ToolOutcome, ToolStatus};
 
 use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
 use crate::status::StatusBoard;
@@ -28,8 +28,11 @@ impl NoneBrain {
     }
 
     fn answer(&self, event: &Event, turn: &mut BrainTurn) {
-        if matches!(event.source, Source::Lane | Source::System) {
-            // Summaries and notices: nobody is waiting for an answer.
+        if matches!(event.source, Source::Lane | Source::System)
+            || matches!(event.payload, Payload::ToolCall { .. })
+        {
+            // Summaries and notices: nobody waits for an answer. Direct tool calls were
+            // run before this turn; their results are described above.
             return;
         }
         let text = event.payload.text().trim();
@@ -66,19 +69,18 @@ impl Brain for NoneBrain {
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
         Box::pin(async move {
             let mut turn = BrainTurn::default();
-            if input.last_round.is_empty() {
+            turn.messages = input
+                .last_round
+                .iter()
+                .map(|(call, outcome)| AssistantMessage {
+                    text: describe_outcome(&call.tool, outcome),
+                    reply_to: call.origin.into_iter().collect(),
+                })
+                .collect();
+            if input.round == 0 {
                 for event in input.events {
                     self.answer(event, &mut turn);
                 }
-            } else {
-                turn.messages = input
-                    .last_round
-                    .iter()
-                    .map(|(call, outcome)| AssistantMessage {
-                        text: describe_outcome(&call.tool, outcome),
-                        reply_to: call.origin.into_iter().collect(),
-                    })
-                    .collect();
             }
             Ok(turn)
         })
@@ -112,6 +114,8 @@ fn describe_outcome(tool: &str, outcome: &ToolOutcome) -> String {
         ToolStatus::Error => format!("{tool} failed: {content}"),
         ToolStatus::Cancelled => format!("{tool} was cancelled: {content}"),
         ToolStatus::Pending => format!("{tool} needs your confirmation: {content}"),
+        ToolStatus::Denied => format!("{tool} was denied: {content}"),
+        ToolStatus::Blocked => format!("{tool} was blocked: {content}"),
     }
 }
 

@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::Value;
 use steward_events::{
     Event, EventId, Payload, Sender, Source, Trust, Urgency, UrgencyRule, classify_urgency,
 };
@@ -176,6 +177,7 @@ impl UserChannel {
             Request::Trajectory { limit, follow } => {
                 self.trajectory(limit, follow, s, shutdown).await
             }
+            Request::CallTool { tool, args } => self.call_tool(tool, args, s, shutdown).await,
             Request::Pending => {
                 match self.confirmations.list() {
                     Ok(actions) => {
@@ -241,6 +243,11 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<Option<EventId>> {
+        let event = self.owner_event(Payload::Message { text }, urgency);
+        self.accept(event, s, shutdown).await
+    }
+
+    fn owner_event(&self, payload: Payload, urgency: Option<Urgency>) -> Event {
         let mut event = Event::new(
             Source::User,
             "user:socket",
@@ -249,10 +256,65 @@ impl UserChannel {
                 authenticated_by: "unix-socket-peer".into(),
             },
             Trust::Owner,
-            Payload::Message { text },
+            payload,
         );
         event.requested_urgency = urgency;
         event.urgency = classify_urgency(&event, &self.rules);
+        event
+    }
+
+    /// Runs `tool` as the owner: the call becomes an event, the dispatcher runs it through
+    /// the pipeline at its next step, and the outcome comes back here.
+    async fn call_tool(
+        &self,
+        tool: String,
+        args: Option<Value>,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let args = args.unwrap_or_else(|| Value::Object(Default::default()));
+        let text = format!("/tool {tool} {args}");
+        let mut announcements = self.replies.subscribe();
+        let event = self.owner_event(Payload::ToolCall { tool, args, text }, None);
+        let Some(id) = self.accept(event, s, shutdown).await? else {
+            return s.write(&Response::End).await;
+        };
+        loop {
+            let announcement = tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                a = announcements.recv() => a,
+            };
+            match announcement {
+                Ok(Announcement::ToolResult { origin, outcome }) if origin == id => {
+                    s.write(&Response::ToolResult {
+                        event_id: id,
+                        outcome,
+                    })
+                    .await?;
+                    break;
+                }
+                Ok(Announcement::StepEnded { events, outcome }) if events.contains(&id) => {
+                    s.write(&Response::Error {
+                        message: format!("the step ended before the call ran: {outcome:?}"),
+                    })
+                    .await?;
+                    break;
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            }
+        }
+        s.write(&Response::End).await
+    }
+
+    /// Validates and submits an event from the socket; tells the client the outcome.
+    async fn accept(
+        &self,
+        event: Event,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<Option<EventId>> {
         let text = event.payload.text();
         let refusal = if text.trim().is_empty() {
             Some("empty message".to_owned())

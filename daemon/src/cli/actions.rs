@@ -1,9 +1,10 @@
-//! `steward pending`, `steward confirm` and `steward deny`: the owner's side of two-phase
-//! confirmation.
+//! `steward tools call`, and `steward pending`, `confirm` and `deny`: the owner acting
+//! through the tool pipeline, and the owner's side of two-phase confirmation.
 
 use std::process::ExitCode;
 
 use serde_json::Value;
+use steward_events::{ToolOutcome, ToolStatus};
 
 use super::Context;
 use crate::client::{Client, ClientError};
@@ -83,4 +84,81 @@ pub async fn deny(
     json: bool,
 ) -> Result<ExitCode, ClientError> {
     answer(ctx, Request::Deny { id, reason }, json).await
+}
+
+/// Runs one tool call; exit 0 for `ok` and `pending`, 1 for `error`, `denied`, `blocked`.
+pub async fn call_tool(
+    ctx: &Context,
+    tool: String,
+    args: String,
+    json: bool,
+) -> Result<ExitCode, ClientError> {
+    let args: Value = match serde_json::from_str(&args) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("steward: --args is not valid JSON: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let request = Request::CallTool {
+        tool,
+        args: Some(args),
+    };
+    for response in Client::call(&ctx.socket_path(), &request).await? {
+        match response {
+            Response::ToolResult { outcome, .. } => return Ok(print_outcome(&outcome, json)),
+            Response::Rejected { reason, .. } | Response::Error { message: reason } => {
+                eprintln!("steward: {reason}");
+                return Ok(ExitCode::FAILURE);
+            }
+            _ => {}
+        }
+    }
+    eprintln!("steward: the daemon ended the call without a result");
+    Ok(ExitCode::FAILURE)
+}
+
+fn print_outcome(outcome: &ToolOutcome, json: bool) -> ExitCode {
+    let text = match &outcome.content {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let (name, succeeded) = match outcome.status {
+        ToolStatus::Ok => ("ok", true),
+        ToolStatus::Pending => ("pending", true),
+        ToolStatus::Denied => ("denied", false),
+        ToolStatus::Blocked => ("blocked", false),
+        ToolStatus::Error | ToolStatus::Cancelled => ("error", false),
+    };
+    if json {
+        let mut line = serde_json::json!({ "outcome": name });
+        match outcome.status {
+            ToolStatus::Ok => line["result"] = outcome.content.clone(),
+            ToolStatus::Pending => {
+                line["pending_id"] = outcome.content["pending_id"].clone();
+                line["reason"] = outcome.content["reason"].clone();
+            }
+            ToolStatus::Denied | ToolStatus::Blocked => line["reason"] = Value::String(text),
+            ToolStatus::Error | ToolStatus::Cancelled => {
+                line["result"] = outcome.content.clone();
+                line["reason"] = Value::String(text);
+            }
+        }
+        println!("{line}");
+    } else {
+        match outcome.status {
+            ToolStatus::Ok => println!("{text}"),
+            ToolStatus::Pending => println!(
+                "pending {}: {} (steward confirm {0} / steward deny {0})",
+                outcome.content["pending_id"].as_str().unwrap_or("?"),
+                outcome.content["reason"].as_str().unwrap_or("")
+            ),
+            _ => eprintln!("steward: {name}: {text}"),
+        }
+    }
+    if succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

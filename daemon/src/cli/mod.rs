@@ -137,6 +137,16 @@ enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run one tool as the owner through the full pipeline, in the main trajectory
+    Call {
+        name: String,
+        /// The arguments, a JSON object
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Print {"outcome", "result"?, "reason"?, "pending_id"?}
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What a command needs to find the config and the daemon.
@@ -203,6 +213,9 @@ pub fn main() -> ExitCode {
         Command::Tools {
             command: ToolsCommand::List { json },
         } => client_command(listing::tools(&ctx, json)),
+        Command::Tools {
+            command: ToolsCommand::Call { name, args, json },
+        } => client_command(actions::call_tool(&ctx, name, args, json)),
         Command::Pending { json } => client_command(actions::pending(&ctx, json)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))

@@ -4,14 +4,16 @@
 
 use std::sync::Arc;
 
-use steward_events::{Event, ItemKind, ToolCallRequest, ToolOutcome, TrajectoryItem, Trust};
+use steward_events::{
+    Event, ItemKind, Payload, ToolCallRequest, ToolOutcome, TrajectoryItem, Trust,
+};
 use steward_tools::files::FileAccess;
 use steward_tools::policy::Mode;
 use steward_tools::{ExecutionContext, ToolPipeline};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::brain::{Brain, BrainInput};
+use crate::brain::{Brain, BrainInput, new_call_id};
 use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
@@ -81,14 +83,46 @@ impl StepRunner {
                 .unwrap_or(Trust::Owner),
             cancel: cancel.clone(),
         };
-        let mut last_round: Vec<(ToolCallRequest, ToolOutcome)> = Vec::new();
-        for _ in 0..self.max_rounds {
+        // Tool calls the events asked for directly run first, through the same pipeline.
+        let direct: Vec<ToolCallRequest> = events
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Payload::ToolCall { tool, args, .. } => Some(ToolCallRequest {
+                    call_id: new_call_id(),
+                    tool: tool.clone(),
+                    args: args.clone(),
+                    origin: Some(e.id),
+                }),
+                _ => None,
+            })
+            .collect();
+        let mut last_round = if direct.is_empty() {
+            Vec::new()
+        } else {
+            let outcomes = self
+                .run_calls(trajectory, step, &direct, &ctx, &mut items)
+                .await?;
+            for (call, outcome) in direct.iter().zip(&outcomes) {
+                if let Some(origin) = call.origin {
+                    self.replies.announce(Announcement::ToolResult {
+                        origin,
+                        outcome: outcome.clone(),
+                    });
+                }
+            }
+            if cancel.is_cancelled() {
+                return Ok(cancelled());
+            }
+            direct.into_iter().zip(outcomes).collect()
+        };
+        for round in 0..self.max_rounds {
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
                 events,
                 step_items: &items,
                 last_round: &last_round,
+                round,
                 tools: &tools,
             };
             let turn = tokio::select! {
@@ -114,28 +148,9 @@ impl StepRunner {
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
             }
-            for call in &turn.tool_calls {
-                items.push(trajectory.append(
-                    step,
-                    ItemKind::ToolCall {
-                        call_id: call.call_id.clone(),
-                        tool: call.tool.clone(),
-                        args: call.args.clone(),
-                    },
-                )?);
-            }
-            let outcomes = self.pipeline.execute_batch(&turn.tool_calls, &ctx).await;
-            for (call, outcome) in turn.tool_calls.iter().zip(&outcomes) {
-                items.push(trajectory.append(
-                    step,
-                    ItemKind::ToolResult {
-                        call_id: call.call_id.clone(),
-                        tool: call.tool.clone(),
-                        status: outcome.status,
-                        result: outcome.content.clone(),
-                    },
-                )?);
-            }
+            let outcomes = self
+                .run_calls(trajectory, step, &turn.tool_calls, &ctx, &mut items)
+                .await?;
             if cancel.is_cancelled() {
                 return Ok(cancelled());
             }
@@ -156,6 +171,42 @@ impl StepRunner {
         self.replies
             .announce(Announcement::Reply { text, reply_to });
         Ok(StepEnd::Completed)
+    }
+}
+
+impl StepRunner {
+    /// Records the calls, runs them as one batch, records their results in order.
+    async fn run_calls(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        calls: &[ToolCallRequest],
+        ctx: &ExecutionContext,
+        items: &mut Vec<TrajectoryItem>,
+    ) -> Result<Vec<ToolOutcome>, StepError> {
+        for call in calls {
+            items.push(trajectory.append(
+                step,
+                ItemKind::ToolCall {
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                    args: call.args.clone(),
+                },
+            )?);
+        }
+        let outcomes = self.pipeline.execute_batch(calls, ctx).await;
+        for (call, outcome) in calls.iter().zip(&outcomes) {
+            items.push(trajectory.append(
+                step,
+                ItemKind::ToolResult {
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                    status: outcome.status,
+                    result: outcome.content.clone(),
+                },
+            )?);
+        }
+        Ok(outcomes)
     }
 }
 
