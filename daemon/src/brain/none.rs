@@ -68,15 +68,17 @@ impl Brain for NoneBrain {
 
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
         Box::pin(async move {
-            let mut turn = BrainTurn::default();
-            turn.messages = input
-                .last_round
-                .iter()
-                .map(|(call, outcome)| AssistantMessage {
-                    text: describe_outcome(&call.tool, outcome),
-                    reply_to: call.origin.into_iter().collect(),
-                })
-                .collect();
+            let mut turn = BrainTurn {
+                messages: input
+                    .last_round
+                    .iter()
+                    .map(|(call, outcome)| AssistantMessage {
+                        text: describe_outcome(&call.tool, outcome),
+                        reply_to: call.origin.into_iter().collect(),
+                    })
+                    .collect(),
+                tool_calls: Vec::new(),
+            };
             if input.round == 0 {
                 for event in input.events {
                     self.answer(event, &mut turn);
