@@ -174,7 +174,8 @@ impl Core {
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
         ledger.purge(LEDGER_RETENTION)?;
-        let tools = Arc::new(builtin::builtins().build()?);
+        let tools =
+            Arc::new(builtin::register_memory(builtin::builtins(), store.memory_tree()?).build()?);
         let pending = PendingStore::new(store.pending_tree()?);
         let mut interrupted_actions = interrupted_actions;
         for action in pending.recover()? {

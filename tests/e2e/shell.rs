@@ -170,3 +170,33 @@ async fn tools_call_reports_every_kind_of_outcome() {
         .count();
     assert_eq!((calls, results), (5, 5), "{items:#?}");
 }
+
+#[test]
+fn memory_notes_survive_a_restart() {
+    let mut daemon = TestDaemon::start();
+    let (ok, line) = call_json(
+        &daemon,
+        "memory_write",
+        r#"{"key":"prefs/coffee","value":"black"}"#,
+    );
+    assert!(ok, "{line}");
+    assert_eq!(line["result"]["replaced"], false);
+    assert!(daemon.terminate().success());
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    let (_, line) = call_json(&daemon, "memory_read", r#"{"key":"prefs/coffee"}"#);
+    assert_eq!(line["result"]["value"], "black");
+    let (_, line) = call_json(&daemon, "memory_list", r#"{"prefix":"prefs/"}"#);
+    assert_eq!(line["result"]["keys"][0]["key"], "prefs/coffee");
+    let (_, line) = call_json(&daemon, "memory_delete", r#"{"key":"prefs/coffee"}"#);
+    assert_eq!(line["result"]["deleted"], true);
+    let (ok, line) = call_json(&daemon, "memory_read", r#"{"key":"prefs/coffee"}"#);
+    assert!(!ok);
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing is remembered"),
+        "{line}"
+    );
+}

@@ -150,6 +150,11 @@ impl Store {
         Ok(self.db.open_tree("ledger")?)
     }
 
+    /// The tree of the memory tools' notes.
+    pub fn memory_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("memory")?)
+    }
+
     /// The tree of requests for the owner's confirmation.
     pub fn pending_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("pending_actions")?)

@@ -6,8 +6,11 @@ mod fs_edit;
 mod fs_list;
 mod fs_read;
 mod fs_write;
+mod memory;
 mod shell;
 mod sleep;
+
+pub use memory::register_memory;
 
 use crate::registry::ToolRegistryBuilder;
 

@@ -1,0 +1,194 @@
+//! `memory_write`, `memory_read`, `memory_delete`, `memory_list`: small named notes the
+//! assistant keeps across conversations and restarts, in the daemon's sled database.
+//! Side lanes cannot write memory (policy refuses; the contracts also keep the write tools
+//! out of lanes).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use steward_events::ToolOutcome;
+
+use crate::context::ExecutionContext;
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::registry::{ToolFuture, ToolHandler, ToolRegistryBuilder};
+
+const MAX_VALUE_BYTES: usize = 64 * 1024;
+const MAX_LISTED: usize = 500;
+
+#[derive(Serialize, Deserialize)]
+struct Note {
+    value: String,
+    updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Adds the memory tools, keeping their notes in `tree`.
+pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRegistryBuilder {
+    builder
+        .register(
+            contract(
+                "memory_write",
+                "Remember a note under a key (replaces an older one).",
+                SideEffect::Write,
+                json!({
+                    "key": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "value": {"type": "string", "maxLength": MAX_VALUE_BYTES}
+                }),
+                &["key", "value"],
+            ),
+            Memory {
+                tree: tree.clone(),
+                op: Op::Write,
+            },
+        )
+        .register(
+            contract(
+                "memory_read",
+                "Read the note stored under a key.",
+                SideEffect::ReadOnly,
+                json!({
+                    "key": {"type": "string", "minLength": 1, "maxLength": 200}
+                }),
+                &["key"],
+            ),
+            Memory {
+                tree: tree.clone(),
+                op: Op::Read,
+            },
+        )
+        .register(
+            contract(
+                "memory_delete",
+                "Forget the note under a key.",
+                SideEffect::Write,
+                json!({
+                    "key": {"type": "string", "minLength": 1, "maxLength": 200}
+                }),
+                &["key"],
+            ),
+            Memory {
+                tree: tree.clone(),
+                op: Op::Delete,
+            },
+        )
+        .register(
+            contract(
+                "memory_list",
+                "List remembered keys, optionally those starting with a prefix.",
+                SideEffect::ReadOnly,
+                json!({
+                    "prefix": {"type": "string", "maxLength": 200}
+                }),
+                &[],
+            ),
+            Memory { tree, op: Op::List },
+        )
+}
+
+fn contract(
+    name: &str,
+    description: &str,
+    side_effect: SideEffect,
+    properties: Value,
+    required: &[&str],
+) -> ToolContract {
+    let read_only = side_effect == SideEffect::ReadOnly;
+    ToolContract {
+        name: name.into(),
+        description: description.into(),
+        parameters: json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        }),
+        side_effect,
+        // Writing or deleting the same note again leaves the same memory.
+        idempotent: true,
+        concurrency: if read_only {
+            Concurrency::Safe
+        } else {
+            Concurrency::Unsafe
+        },
+        tier: Tier::Core,
+        groups: vec!["group:memory".into()],
+        usage_guidance: None,
+        search_hint: Some("remember recall note store fact".into()),
+        result_budget: 100 * 1024,
+        disableable: true,
+        allowed_in_lane: read_only,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Write,
+    Read,
+    Delete,
+    List,
+}
+
+struct Memory {
+    tree: sled::Tree,
+    op: Op,
+}
+
+impl Memory {
+    fn run(&self, args: &Value) -> Result<Value, String> {
+        let key = args["key"].as_str().unwrap_or_default();
+        let storage = |e: sled::Error| format!("memory storage failed: {e}");
+        match self.op {
+            Op::Write => {
+                let note = Note {
+                    value: args["value"].as_str().unwrap_or_default().to_owned(),
+                    updated_at: chrono::Utc::now(),
+                };
+                let bytes = serde_json::to_vec(&note).map_err(|e| e.to_string())?;
+                let replaced = self
+                    .tree
+                    .insert(key.as_bytes(), bytes)
+                    .map_err(storage)?
+                    .is_some();
+                Ok(json!({"key": key, "replaced": replaced}))
+            }
+            Op::Read => {
+                let bytes = self
+                    .tree
+                    .get(key.as_bytes())
+                    .map_err(storage)?
+                    .ok_or_else(|| format!("nothing is remembered under `{key}`"))?;
+                let note: Note = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("the note under `{key}` is unreadable: {e}"))?;
+                Ok(json!({"key": key, "value": note.value, "updated_at": note.updated_at}))
+            }
+            Op::Delete => {
+                let existed = self.tree.remove(key.as_bytes()).map_err(storage)?.is_some();
+                Ok(json!({"key": key, "deleted": existed}))
+            }
+            Op::List => {
+                let prefix = args["prefix"].as_str().unwrap_or_default();
+                let mut keys = Vec::new();
+                for item in self
+                    .tree
+                    .scan_prefix(prefix.as_bytes())
+                    .take(MAX_LISTED + 1)
+                {
+                    let (key, bytes) = item.map_err(storage)?;
+                    keys.push(json!({"key": String::from_utf8_lossy(&key), "bytes": bytes.len()}));
+                }
+                let truncated = keys.len() > MAX_LISTED;
+                keys.truncate(MAX_LISTED);
+                Ok(json!({"keys": keys, "truncated": truncated}))
+            }
+        }
+    }
+}
+
+impl ToolHandler for Memory {
+    fn call<'a>(&'a self, args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match self.run(args) {
+                Ok(content) => ToolOutcome::ok(content),
+                Err(reason) => ToolOutcome::error(reason),
+            }
+        })
+    }
+}
