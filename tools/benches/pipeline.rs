@@ -1,5 +1,7 @@
 //! Tool-layer benchmarks (figures, not assertions):
-//! - pipeline overhead per call for a no-op read-only tool (`echo`), excluding the tool;
+//! - pipeline overhead per call for a no-op read-only tool (`echo`), with policy, the
+//!   confirmation store and the ledger attached as in the daemon (echo itself included);
+//! - ledger write + flush per call that changes something (`begin` + `finish` + fsync);
 //! - command classification time over the safety corpus.
 //!
 //! Run: `cargo bench -p steward-tools --bench pipeline`.
@@ -11,8 +13,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use steward_events::{ToolCallRequest, TrajectoryId};
+use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
+use steward_tools::confirm::PendingStore;
+use steward_tools::ledger::Ledger;
 use steward_tools::safety::{ShellContext, classify_shell};
-use steward_tools::{ExecutionContext, ToolPipeline, builtin};
+use steward_tools::{Authorization, ExecutionContext, ToolPipeline, builtin};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -27,13 +32,22 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // The pipeline as the daemon builds it: policy, confirmation store and ledger attached.
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = sled::Config::new().path(db_dir.path()).open().unwrap();
     let pipeline = ToolPipeline::new(
         Arc::new(builtin::builtins().build().unwrap()),
-        steward_tools::budget::ResultBudget::new(
+        ResultBudget::new(
             std::env::temp_dir().join("steward-bench-spill"),
-            steward_tools::budget::BATCH_BUDGET_BYTES,
+            BATCH_BUDGET_BYTES,
         ),
-    );
+    )
+    .with_ledger(Ledger::new(db.open_tree("ledger").unwrap()))
+    .with_authorization(Authorization {
+        rules: Vec::new(),
+        pending: PendingStore::new(db.open_tree("pending").unwrap()),
+        expiry: Duration::from_secs(3600),
+    });
     let ctx = ExecutionContext {
         files: Arc::new(steward_tools::files::FileAccess::new(&[std::env::temp_dir()]).unwrap()),
         trajectory: TrajectoryId::main(),
@@ -65,6 +79,33 @@ fn main() {
         "pipeline per call, no-op read-only tool (echo, 100k calls): p50 {:.2} µs, p99 {:.2} µs (echo itself included)",
         percentile(&samples, 0.5).as_secs_f64() * 1e6,
         percentile(&samples, 0.99).as_secs_f64() * 1e6,
+    );
+
+    let mut ledger_samples = Vec::with_capacity(2000);
+    let ledger = Ledger::new(db.open_tree("ledger-bench").unwrap());
+    let hash = steward_tools::ledger::args_hash(&json!({"to": "someone"}));
+    runtime.block_on(async {
+        for i in 0..2000 {
+            let started = Instant::now();
+            let key = format!("k{i}");
+            ledger
+                .begin(&key, "http_request", &hash, false, Duration::from_secs(60))
+                .unwrap();
+            ledger
+                .finish(
+                    &key,
+                    &steward_events::ToolOutcome::ok(json!({"status": 200})),
+                )
+                .unwrap();
+            db.flush_async().await.unwrap();
+            ledger_samples.push(started.elapsed());
+        }
+    });
+    ledger_samples.sort();
+    println!(
+        "ledger begin + finish + flush per non-idempotent call (2000 calls): p50 {:.3} ms, p99 {:.3} ms",
+        percentile(&ledger_samples, 0.5).as_secs_f64() * 1e3,
+        percentile(&ledger_samples, 0.99).as_secs_f64() * 1e3,
     );
 
     let commands: Vec<String> = CORPUS

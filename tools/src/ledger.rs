@@ -170,6 +170,13 @@ impl Ledger {
         }
     }
 
+    /// Makes the ledger durable: a non-idempotent call's `in_progress` record must be on
+    /// disk before the call may leave the machine, or a crash could let it run twice.
+    pub async fn sync(&self) -> Result<(), LedgerError> {
+        self.tree.flush_async().await?;
+        Ok(())
+    }
+
     /// Records how the run ended.
     pub fn finish(&self, key: &str, outcome: &ToolOutcome) -> Result<(), LedgerError> {
         let Some(mut entry) = self.get(key)? else {

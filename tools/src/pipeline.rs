@@ -289,6 +289,11 @@ impl ToolPipeline {
                 return ToolOutcome::error(format!("not run: the action ledger failed ({e})"));
             }
         }
+        if !idempotent && let Err(e) = ledger.sync().await {
+            return ToolOutcome::error(format!(
+                "not run: the action ledger could not be made durable ({e})"
+            ));
+        }
         let outcome = run.await;
         if let Err(e) = ledger.finish(&key, &outcome) {
             warn!(call_id = %call.call_id, key, error = %e, "could not record the outcome in the ledger");
