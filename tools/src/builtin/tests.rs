@@ -55,12 +55,39 @@ fn every_builtin_declares_a_complete_contract() {
         assert_eq!(c.parameters["type"], "object", "{}", c.name);
         assert!(jsonschema::meta::is_valid(&c.parameters), "{}", c.name);
         assert!(c.result_budget > 0, "{}", c.name);
-        // Until confirmation exists, no built-in may be non-idempotent.
-        assert!(
-            c.idempotent,
-            "{} is non-idempotent but nothing confirms it yet",
-            c.name
-        );
+    }
+}
+
+#[test]
+fn every_non_idempotent_or_system_changing_tool_asks_under_the_default_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::Config::new().path(dir.path()).open().unwrap();
+    let registry = super::register_memory(builtins(), db.open_tree("memory").unwrap())
+        .build()
+        .unwrap();
+    let decide = |contract, step_trust| {
+        crate::policy::decide(crate::policy::PolicyInput {
+            contract,
+            mode: crate::policy::Mode::Normal,
+            in_lane: false,
+            step_trust,
+            rules: &[],
+        })
+    };
+    for contract in registry.contracts() {
+        let must_ask = !contract.idempotent || contract.side_effect == SideEffect::SystemChange;
+        let decision = decide(contract, steward_events::Trust::Owner);
+        let asks = matches!(decision, crate::policy::Decision::Confirm { .. });
+        assert_eq!(asks, must_ask, "{}: {decision:?}", contract.name);
+        // Under taint, everything that changes something asks.
+        if contract.side_effect != SideEffect::ReadOnly {
+            let tainted = decide(contract, steward_events::Trust::Untrusted);
+            assert!(
+                matches!(tainted, crate::policy::Decision::Confirm { .. }),
+                "{}",
+                contract.name
+            );
+        }
     }
 }
 
