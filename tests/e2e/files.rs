@@ -162,3 +162,62 @@ fn a_large_result_is_cut_and_the_full_output_spilled() {
     assert!(!spilled.contains("row 10000 "), "and only what was read");
     assert!(spill.starts_with(&daemon.path().join("spill").display().to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glob_and_grep_search_the_workspace_only() {
+    let daemon = TestDaemon::start();
+    let ws = daemon.path().join("workspace");
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    std::fs::create_dir_all(ws.join("target")).unwrap();
+    std::fs::write(
+        ws.join("src/main.rs"),
+        "fn main() {\n    // TODO: greet\n}\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("src/deep/lib.rs"), "pub fn todo() {}\n").unwrap();
+    std::fs::write(ws.join("target/junk.rs"), "TODO in build output\n").unwrap();
+    std::fs::write(daemon.path().join("outside.rs"), "TODO outside\n").unwrap();
+    std::os::unix::fs::symlink(daemon.path(), ws.join("escape")).unwrap();
+
+    let glob = daemon.cli(&[
+        "tools",
+        "call",
+        "fs_glob",
+        "--args",
+        r#"{"pattern":"**/*.rs"}"#,
+    ]);
+    let found: serde_json::Value = serde_json::from_str(stdout(&glob).trim()).unwrap();
+    assert_eq!(
+        found["files"],
+        serde_json::json!(["src/deep/lib.rs", "src/main.rs"]),
+        "no target/, no symlinked escape"
+    );
+
+    let grep = daemon.cli(&[
+        "tools",
+        "call",
+        "fs_grep",
+        "--args",
+        r#"{"pattern":"todo","case_insensitive":true}"#,
+    ]);
+    let matches: serde_json::Value = serde_json::from_str(stdout(&grep).trim()).unwrap();
+    assert_eq!(
+        matches["matches"],
+        serde_json::json!([
+            "src/deep/lib.rs:1:pub fn todo() {}",
+            "src/main.rs:2:    // TODO: greet"
+        ])
+    );
+    let bad = daemon.cli(&[
+        "tools",
+        "call",
+        "fs_grep",
+        "--args",
+        r#"{"pattern":"(unclosed"}"#,
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        crate::support::stderr(&bad).contains("invalid regular expression"),
+        "{bad:?}"
+    );
+}

@@ -5,6 +5,7 @@ mod echo;
 mod fs_edit;
 mod fs_list;
 mod fs_read;
+mod fs_search;
 mod fs_write;
 mod memory;
 mod shell;
@@ -20,6 +21,8 @@ pub fn builtins() -> ToolRegistryBuilder {
         .register(echo::contract(), echo::Echo)
         .register(fs_edit::contract(), fs_edit::FsEdit)
         .register(fs_list::contract(), fs_list::FsList)
+        .register(fs_search::glob_contract(), fs_search::FsGlob)
+        .register(fs_search::grep_contract(), fs_search::FsGrep)
         .register(fs_read::contract(), fs_read::FsRead)
         .register(fs_write::contract(), fs_write::FsWrite)
         .register(shell::contract(), shell::Shell)
