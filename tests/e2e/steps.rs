@@ -237,3 +237,86 @@ async fn sigterm_exits_cleanly_and_the_interrupted_step_runs_again() {
         .collect();
     assert_eq!(results.last(), Some(&ToolStatus::Ok), "{items:#?}");
 }
+
+/// Queues `texts` while a step runs, so they are merged as one batch and the none brain
+/// makes all their calls in one turn; returns the items of that step.
+async fn one_batch(daemon: &TestDaemon, texts: &[&str]) -> Vec<TrajectoryItem> {
+    daemon.send(r#"/tool sleep {"secs":0.5}"#, None).await;
+    daemon
+        .wait_for_trajectory("the first step's call", |items| {
+            has_tool_call(items, "sleep")
+        })
+        .await;
+    for text in texts {
+        daemon.send(text, None).await;
+    }
+    let items = daemon
+        .wait_for_trajectory("the batch step to complete", |items| {
+            items
+                .iter()
+                .filter(|i| i.kind.name() == "step_completed")
+                .count()
+                == 2
+        })
+        .await;
+    items.into_iter().filter(|i| i.step == 2).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_read_only_calls_in_one_batch_run_together() {
+    let daemon = TestDaemon::start();
+    let texts = vec![r#"/tool sleep {"secs":0.2}"#; 10];
+    let step = one_batch(&daemon, &texts).await;
+    let calls: Vec<_> = step
+        .iter()
+        .filter(|i| i.kind.name() == "tool_call")
+        .collect();
+    let results: Vec<_> = step
+        .iter()
+        .filter(|i| i.kind.name() == "tool_result")
+        .collect();
+    assert_eq!((calls.len(), results.len()), (10, 10));
+    // Ten 200 ms sleeps one after the other take 2 s; together about 200 ms.
+    let took = results.last().unwrap().at - calls.last().unwrap().at;
+    assert!(
+        took < chrono::Duration::milliseconds(1000),
+        "the batch took {took}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_in_the_middle_of_a_batch_keeps_the_order() {
+    let daemon = TestDaemon::start();
+    let texts = [
+        r#"/tool sleep {"secs":0.2}"#,
+        r#"/tool fs_write {"path":"order.txt","content":"written"}"#,
+        r#"/tool fs_read {"path":"order.txt"}"#,
+    ];
+    let step = one_batch(&daemon, &texts).await;
+    let results: Vec<(String, ToolStatus, serde_json::Value)> = step
+        .iter()
+        .filter_map(|i| match &i.kind {
+            ItemKind::ToolResult {
+                tool,
+                status,
+                result,
+                ..
+            } => Some((tool.clone(), *status, result.clone())),
+            _ => None,
+        })
+        .collect();
+    let tools: Vec<&str> = results.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(
+        tools,
+        ["sleep", "fs_write", "fs_read"],
+        "results in call order"
+    );
+    assert!(
+        results.iter().all(|(_, s, _)| *s == ToolStatus::Ok),
+        "{results:?}"
+    );
+    assert_eq!(
+        results[2].2["content"], "written",
+        "the read ran after the write"
+    );
+}
