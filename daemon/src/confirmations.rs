@@ -27,6 +27,7 @@ pub struct Confirmations {
     pub pipeline: ToolPipeline,
     pub files: Arc<FileAccess>,
     pub inbox: Arc<Inbox>,
+    pub replies: crate::replies::ReplyHub,
 }
 
 /// What an answer came to, for the client.
@@ -210,6 +211,7 @@ impl Confirmations {
             call_id: String::new(),
             mode: Mode::Normal,
             step_trust: Trust::Owner,
+            owner: Arc::new(self.replies.clone()),
             cancel: CancellationToken::new(),
         }
     }

@@ -205,6 +205,7 @@ impl Core {
             pipeline: pipeline.clone(),
             files: files.clone(),
             inbox: inbox.clone(),
+            replies: replies.clone(),
         });
         let steps = Arc::new(StepRunner {
             brain,

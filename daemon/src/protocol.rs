@@ -87,6 +87,11 @@ pub enum Response {
         text: String,
         reply_to: Vec<EventId>,
     },
+    /// A message for the owner (`notify_owner`), to every session that listens.
+    Notice {
+        text: String,
+        origin: Option<EventId>,
+    },
     /// The step (or lane) that handled these events has ended.
     StepEnded {
         events: Vec<EventId>,

@@ -367,3 +367,26 @@ fn events_follow_prints_arrivals_and_state_changes() {
     child.wait().unwrap();
     assert_eq!(states, ["pending", "merged"]);
 }
+
+#[test]
+fn notify_owner_reaches_a_chat_session() {
+    let daemon = TestDaemon::start();
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"/tool notify_owner {{"text":"the build is green"}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let out = stdout(&output);
+    assert!(out.contains("(notice) the build is green"), "{out}");
+    assert!(out.contains(r#""delivered_to_sessions":1"#), "{out}");
+}

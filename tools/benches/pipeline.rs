@@ -55,6 +55,7 @@ fn main() {
         call_id: String::new(),
         mode: steward_tools::policy::Mode::Normal,
         step_trust: steward_events::Trust::Owner,
+        owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
     };
     let call = ToolCallRequest {
@@ -133,4 +134,14 @@ fn main() {
         median.as_secs_f64() * 1e3,
         median.as_secs_f64() * 1e6 / commands.len() as f64,
     );
+}
+
+/// An owner with no sessions connected.
+#[derive(Debug)]
+struct Silent;
+
+impl steward_tools::OwnerChannel for Silent {
+    fn notify(&self, _text: &str, _origin: Option<steward_events::EventId>) -> usize {
+        0
+    }
 }

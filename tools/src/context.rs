@@ -9,6 +9,12 @@ use tokio_util::sync::CancellationToken;
 use crate::files::FileAccess;
 use crate::policy::Mode;
 
+/// Where messages for the owner go (the daemon's connected sessions).
+pub trait OwnerChannel: Send + Sync + std::fmt::Debug {
+    /// Delivers `text`; returns how many of the owner's sessions received it.
+    fn notify(&self, text: &str, origin: Option<EventId>) -> usize;
+}
+
 #[derive(Clone, Debug)]
 pub struct ExecutionContext {
     /// The roots file tools are confined to (the first is the workspace), and what was read.
@@ -23,6 +29,8 @@ pub struct ExecutionContext {
     pub mode: Mode,
     /// The least trusted content in the step so far (taint).
     pub step_trust: Trust,
+    /// Delivers `notify_owner` messages to the owner's channels.
+    pub owner: Arc<dyn OwnerChannel>,
     /// Fires when the step is cancelled. Read-only tools are aborted when it fires; tools with
     /// side effects watch it themselves and finish what they began.
     pub cancel: CancellationToken,

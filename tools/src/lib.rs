@@ -27,7 +27,7 @@ mod registry;
 pub mod safety;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
-pub use context::ExecutionContext;
+pub use context::{ExecutionContext, OwnerChannel};
 pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
 pub use error::ToolError;
 pub use pipeline::{Authorization, ToolPipeline};

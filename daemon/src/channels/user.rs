@@ -528,6 +528,9 @@ async fn forward(
             .await?;
             return Ok(Some(events));
         }
+        Ok(Announcement::Notice { text, origin }) => {
+            s.write(&Response::Notice { text, origin }).await?;
+        }
         Ok(_) => {}
         Err(RecvError::Lagged(n)) => {
             s.write(&Response::Error {

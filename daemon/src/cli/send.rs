@@ -121,6 +121,7 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                     eprintln!("(rejected: {reason})");
                 }
                 Some(Response::Reply { text, .. }) => println!("{text}"),
+                Some(Response::Notice { text, .. }) => println!("(notice) {text}"),
                 Some(Response::StepEnded { events, outcome }) => {
                     report_step_end(&outcome);
                     for id in events {

@@ -81,6 +81,7 @@ impl StepRunner {
                 .map(|e| e.trust)
                 .max_by_key(|t| trust_rank(*t))
                 .unwrap_or(Trust::Owner),
+            owner: Arc::new(self.replies.clone()),
             cancel: cancel.clone(),
         };
         // Tool calls the events asked for directly run first, through the same pipeline.

@@ -8,6 +8,7 @@ mod fs_read;
 mod fs_search;
 mod fs_write;
 mod memory;
+mod notify_owner;
 mod shell;
 mod sleep;
 
@@ -25,6 +26,7 @@ pub fn builtins() -> ToolRegistryBuilder {
         .register(fs_search::grep_contract(), fs_search::FsGrep)
         .register(fs_read::contract(), fs_read::FsRead)
         .register(fs_write::contract(), fs_write::FsWrite)
+        .register(notify_owner::contract(), notify_owner::NotifyOwner)
         .register(shell::contract(), shell::Shell)
         .register(sleep::contract(), sleep::Sleep)
 }

@@ -21,6 +21,7 @@ fn ctx() -> ExecutionContext {
         call_id: String::new(),
         mode: crate::policy::Mode::Normal,
         step_trust: steward_events::Trust::Owner,
+        owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
     }
 }
@@ -275,4 +276,14 @@ async fn a_recorded_write_is_not_run_twice_for_the_same_event() {
         json!({"run": 2}),
         "another event runs it anew"
     );
+}
+
+/// An owner with no sessions connected.
+#[derive(Debug)]
+struct Silent;
+
+impl crate::OwnerChannel for Silent {
+    fn notify(&self, _text: &str, _origin: Option<steward_events::EventId>) -> usize {
+        0
+    }
 }
