@@ -25,6 +25,13 @@ pub(crate) struct RawTools {
     pub roots: Vec<Spanned<String>>,
     pub confirm_expiry_secs: Spanned<u64>,
     pub policy: Vec<RawPolicyRule>,
+    pub http: RawHttp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawHttp {
+    pub allow_hosts: Vec<String>,
 }
 
 impl Default for RawTools {
@@ -33,6 +40,7 @@ impl Default for RawTools {
             roots: Vec::new(),
             confirm_expiry_secs: Spanned::new(0..0, 3600),
             policy: Vec::new(),
+            http: RawHttp::default(),
         }
     }
 }

@@ -123,6 +123,9 @@ impl Confirmations {
                 ));
             }
         };
+        // The approval is on disk before the action can leave the machine: after a crash it
+        // is found `approved` and becomes `unknown`, never `pending` again.
+        self.pending.sync().await?;
         info!(pending_id = %id, tool = %action.tool, "approved by the owner; running it");
         let outcome = self.pipeline.execute_approved(&call, &ctx).await;
         let finished = self.pending.transition(id, PendingState::Approved, |a| {
@@ -211,6 +214,7 @@ impl Confirmations {
             call_id: String::new(),
             mode: Mode::Normal,
             step_trust: Trust::Owner,
+            idempotency_key: None,
             owner: Arc::new(self.replies.clone()),
             cancel: CancellationToken::new(),
         }

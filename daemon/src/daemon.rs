@@ -174,8 +174,10 @@ impl Core {
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
         ledger.purge(LEDGER_RETENTION)?;
-        let tools =
-            Arc::new(builtin::register_memory(builtin::builtins(), store.memory_tree()?).build()?);
+        let builder = builtin::register_memory(builtin::builtins(), store.memory_tree()?);
+        let tools = Arc::new(
+            builtin::register_http(builder, config.tools.http_allow_hosts.clone()).build()?,
+        );
         let pending = PendingStore::new(store.pending_tree()?);
         let mut interrupted_actions = interrupted_actions;
         for action in pending.recover()? {

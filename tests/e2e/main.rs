@@ -6,6 +6,7 @@ mod cli;
 mod confirm;
 mod delivery;
 mod files;
+mod http;
 mod shell;
 mod steps;
 mod support;

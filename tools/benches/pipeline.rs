@@ -55,6 +55,7 @@ fn main() {
         call_id: String::new(),
         mode: steward_tools::policy::Mode::Normal,
         step_trust: steward_events::Trust::Owner,
+        idempotency_key: None,
         owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
     };

@@ -172,6 +172,12 @@ impl PendingStore {
         }
     }
 
+    /// Makes the recorded answers durable.
+    pub async fn sync(&self) -> Result<(), PendingError> {
+        self.tree.flush_async().await?;
+        Ok(())
+    }
+
     /// Marks every pending action past its expiry as `expired`; returns them.
     pub fn expire_due(&self, now: DateTime<Utc>) -> Result<Vec<PendingAction>, PendingError> {
         let mut expired = Vec::new();

@@ -29,6 +29,8 @@ pub struct ExecutionContext {
     pub mode: Mode,
     /// The least trusted content in the step so far (taint).
     pub step_trust: Trust,
+    /// The ledger key of this call, for tools that pass it on (`Idempotency-Key`).
+    pub idempotency_key: Option<String>,
     /// Delivers `notify_owner` messages to the owner's channels.
     pub owner: Arc<dyn OwnerChannel>,
     /// Fires when the step is cancelled. Read-only tools are aborted when it fires; tools with

@@ -159,6 +159,22 @@ impl ToolPipeline {
         Ok(tool)
     }
 
+    /// The contract as it applies to this call (see `ToolHandler::effect_for`).
+    fn effective_contract<'t>(
+        tool: &'t RegisteredTool,
+        args: &serde_json::Value,
+    ) -> std::borrow::Cow<'t, crate::contract::ToolContract> {
+        match tool.handler.effect_for(args) {
+            Some((side_effect, idempotent)) => {
+                let mut contract = tool.contract.clone();
+                contract.side_effect = side_effect;
+                contract.idempotent = idempotent;
+                std::borrow::Cow::Owned(contract)
+            }
+            None => std::borrow::Cow::Borrowed(&tool.contract),
+        }
+    }
+
     /// Safety, then policy: `None` to go on; a refusal, or a `pending` result naming the
     /// stored request. A blocked call is refused before policy is even asked; a call safety
     /// wants confirmed is confirmed unless policy denies it outright.
@@ -182,8 +198,9 @@ impl ToolPipeline {
                 _ => None,
             };
         };
+        let contract = Self::effective_contract(tool, &call.args);
         let mut decision = decide(PolicyInput {
-            contract: &tool.contract,
+            contract: &contract,
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
@@ -239,15 +256,12 @@ impl ToolPipeline {
         if ctx.cancel.is_cancelled() {
             return ToolOutcome::cancelled(json!("not started: the step was cancelled"));
         }
-        let ctx = ctx.for_call(&call.call_id, call.origin);
+        let mut ctx = ctx.for_call(&call.call_id, call.origin);
         debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
-        if tool.contract.side_effect != SideEffect::ReadOnly {
+        let contract = Self::effective_contract(tool, &call.args);
+        if contract.side_effect != SideEffect::ReadOnly {
             return self
-                .run_recorded(
-                    call,
-                    tool.contract.idempotent,
-                    tool.handler.call(&call.args, &ctx),
-                )
+                .run_recorded(tool, call, contract.idempotent, &mut ctx)
                 .await;
         }
         let run = tool.handler.call(&call.args, &ctx);
@@ -264,12 +278,13 @@ impl ToolPipeline {
     /// replays its result, an in-progress or unknown one refuses, and the outcome is stored.
     async fn run_recorded(
         &self,
+        tool: &RegisteredTool,
         call: &ToolCallRequest,
         idempotent: bool,
-        run: crate::registry::ToolFuture<'_>,
+        ctx: &mut ExecutionContext,
     ) -> ToolOutcome {
         let Some(ledger) = &self.ledger else {
-            return run.await;
+            return tool.handler.call(&call.args, ctx).await;
         };
         let key = key_for(call);
         match ledger.begin(
@@ -294,7 +309,8 @@ impl ToolPipeline {
                 "not run: the action ledger could not be made durable ({e})"
             ));
         }
-        let outcome = run.await;
+        ctx.idempotency_key = Some(key.clone());
+        let outcome = tool.handler.call(&call.args, ctx).await;
         if let Err(e) = ledger.finish(&key, &outcome) {
             warn!(call_id = %call.call_id, key, error = %e, "could not record the outcome in the ledger");
         }

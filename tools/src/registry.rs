@@ -28,6 +28,12 @@ pub trait ToolHandler: Send + Sync + 'static {
         false
     }
 
+    /// For tools whose effect depends on the call (`http_request`: GET reads, POST acts):
+    /// the side effect and idempotency of this call, overriding the contract's.
+    fn effect_for(&self, _args: &Value) -> Option<(crate::contract::SideEffect, bool)> {
+        None
+    }
+
     /// The safety check of this call (pipeline step 3), before policy. Most tools have
     /// none; the shell tool classifies its command.
     fn safety(&self, _args: &Value, _ctx: &ExecutionContext) -> Safety {

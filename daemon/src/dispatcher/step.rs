@@ -81,6 +81,7 @@ impl StepRunner {
                 .map(|e| e.trust)
                 .max_by_key(|t| trust_rank(*t))
                 .unwrap_or(Trust::Owner),
+            idempotency_key: None,
             owner: Arc::new(self.replies.clone()),
             cancel: cancel.clone(),
         };

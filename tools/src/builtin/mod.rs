@@ -7,6 +7,7 @@ mod fs_list;
 mod fs_read;
 mod fs_search;
 mod fs_write;
+mod http_request;
 mod memory;
 mod notify_owner;
 mod shell;
@@ -16,7 +17,18 @@ pub use memory::register_memory;
 
 use crate::registry::ToolRegistryBuilder;
 
-/// A builder holding every built-in tool.
+/// Adds `http_request`; `allow_hosts` may be reached even on internal addresses.
+pub fn register_http(
+    builder: ToolRegistryBuilder,
+    allow_hosts: Vec<String>,
+) -> ToolRegistryBuilder {
+    builder.register(
+        http_request::contract(),
+        http_request::HttpRequest { allow_hosts },
+    )
+}
+
+/// A builder holding every built-in tool that needs no outside state.
 pub fn builtins() -> ToolRegistryBuilder {
     ToolRegistryBuilder::new()
         .register(echo::contract(), echo::Echo)

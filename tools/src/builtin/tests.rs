@@ -21,6 +21,7 @@ fn ctx() -> ExecutionContext {
         call_id: String::new(),
         mode: crate::policy::Mode::Normal,
         step_trust: steward_events::Trust::Owner,
+        idempotency_key: None,
         owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
     }

@@ -1,0 +1,207 @@
+//! `http_request` against a real HTTP server on 127.0.0.1 that records what reaches it:
+//! a POST runs once, after confirmation, with its Idempotency-Key; nothing is sent twice —
+//! not when confirmed again, and not after a crash while it was in flight (it becomes
+//! `unknown`). Internal addresses are refused unless allowed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{BIN, TestDaemon, common_args, stdout};
+
+#[derive(Clone, Debug)]
+struct Recorded {
+    method: String,
+    idempotency_key: Option<String>,
+    body: String,
+}
+
+struct Recorder {
+    port: u16,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl Recorder {
+    /// Serves every request with 200 after `delay`, recording it on arrival.
+    fn start(delay: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let log = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    let method = line.split_whitespace().next().unwrap_or("").to_owned();
+                    let (mut length, mut key) = (0usize, None);
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap();
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap(),
+                            "idempotency-key" => key = Some(value.trim().to_owned()),
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    log.lock().unwrap().push(Recorded {
+                        method,
+                        idempotency_key: key,
+                        body: String::from_utf8_lossy(&body).into_owned(),
+                    });
+                    std::thread::sleep(delay);
+                    let mut stream = stream;
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    );
+                });
+            }
+        });
+        Self { port, requests }
+    }
+
+    fn seen(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn call(daemon: &TestDaemon, args: &Value) -> (bool, Value) {
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "http_request",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    let line =
+        serde_json::from_str(stdout(&output).trim()).unwrap_or_else(|e| panic!("{e}: {output:?}"));
+    (output.status.success(), line)
+}
+
+const ALLOW_LOCAL: &str = "[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n";
+
+#[test]
+fn a_post_runs_once_after_confirmation_with_its_idempotency_key() {
+    let server = Recorder::start(Duration::ZERO);
+    let daemon = TestDaemon::start_with(ALLOW_LOCAL);
+    let url = format!("http://127.0.0.1:{}/hook", server.port);
+    let (ok, line) = call(
+        &daemon,
+        &serde_json::json!({"method": "POST", "url": url, "body": "hello"}),
+    );
+    assert!(ok, "{line}");
+    assert_eq!(
+        line["outcome"], "pending",
+        "a POST waits for the owner: {line}"
+    );
+    assert!(server.seen().is_empty());
+
+    let id = line["pending_id"].as_str().unwrap().to_owned();
+    let confirmed = daemon.cli(&["confirm", &id, "--json"]);
+    assert!(confirmed.status.success(), "{confirmed:?}");
+    let row: Value = serde_json::from_str(stdout(&confirmed).trim()).unwrap();
+    assert_eq!(row["state"], "completed");
+    assert_eq!(row["result"]["content"]["status"], 200);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(seen[0].body, "hello");
+    let key = seen[0]
+        .idempotency_key
+        .clone()
+        .expect("an Idempotency-Key header");
+    assert_eq!(key.len(), 32, "the ledger key: {key}");
+
+    assert!(
+        daemon.cli(&["confirm", &id]).status.success(),
+        "confirming again is harmless"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.seen().len(), 1, "and sends nothing");
+}
+
+#[test]
+fn reads_run_at_once_and_internal_addresses_need_allowing() {
+    let server = Recorder::start(Duration::ZERO);
+    let url = format!("http://127.0.0.1:{}/status", server.port);
+    let strict = TestDaemon::start();
+    let (ok, line) = call(&strict, &serde_json::json!({"method": "GET", "url": url}));
+    assert!(!ok);
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("internal address 127.0.0.1"),
+        "{line}"
+    );
+    assert!(server.seen().is_empty());
+
+    let allowing = TestDaemon::start_with(ALLOW_LOCAL);
+    let (ok, line) = call(&allowing, &serde_json::json!({"method": "GET", "url": url}));
+    assert!(ok, "{line}");
+    assert_eq!(line["result"]["status"], 200);
+    assert_eq!(line["result"]["body"], "ok");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].idempotency_key, None,
+        "reads carry no idempotency key"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_while_a_post_is_in_flight_leaves_it_unknown_and_unsent_again() {
+    let server = Recorder::start(Duration::from_secs(30));
+    let mut daemon = TestDaemon::start_with(ALLOW_LOCAL);
+    let url = format!("http://127.0.0.1:{}/pay", server.port);
+    let (_, line) = call(
+        &daemon,
+        &serde_json::json!({"method": "POST", "url": url, "body": "10 EUR"}),
+    );
+    let id = line["pending_id"].as_str().unwrap().to_owned();
+    let mut confirming = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .args(["confirm", &id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.seen().is_empty() {
+        assert!(Instant::now() < deadline, "the request never left");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    daemon.kill9();
+    let _ = confirming.wait();
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+
+    let rows = stdout(&daemon.cli(&["pending", "--json"]));
+    let row: Value = serde_json::from_str(rows.lines().next().unwrap()).unwrap();
+    assert_eq!(row["state"], "unknown", "{row}");
+    let again = daemon.cli(&["confirm", &id]);
+    assert!(
+        !again.status.success(),
+        "an unknown action is not retried: {again:?}"
+    );
+    daemon
+        .wait_for_trajectory("the owner told about the unknown outcome", |items| {
+            items.iter().any(|i| matches!(&i.kind, steward_events::ItemKind::Event { text, .. } if text.contains("outcome is unknown")))
+        })
+        .await;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.seen().len(), 1, "nothing was sent twice");
+}
