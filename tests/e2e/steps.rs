@@ -240,7 +240,7 @@ async fn sigterm_exits_cleanly_and_the_interrupted_step_runs_again() {
 
 /// Queues `texts` while a step runs, so they are merged as one batch and the none brain
 /// makes all their calls in one turn; returns the items of that step.
-async fn one_batch(daemon: &TestDaemon, texts: &[&str]) -> Vec<TrajectoryItem> {
+pub(crate) async fn one_batch(daemon: &TestDaemon, texts: &[&str]) -> Vec<TrajectoryItem> {
     daemon.send(r#"/tool sleep {"secs":0.5}"#, None).await;
     daemon
         .wait_for_trajectory("the first step's call", |items| {

@@ -30,5 +30,5 @@ pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel};
 pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
 pub use error::ToolError;
-pub use pipeline::{Authorization, ToolPipeline};
+pub use pipeline::{Authorization, ToolPipeline, is_untrusted};
 pub use registry::{Safety, ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};

@@ -24,6 +24,11 @@ use crate::policy::{Decision, PolicyInput, PolicyRule, decide};
 use crate::registry::ToolRegistry;
 use crate::registry::{RegisteredTool, Safety};
 
+/// Whether a result carries content from outside (a fetched page): it taints the step.
+pub fn is_untrusted(outcome: &ToolOutcome) -> bool {
+    outcome.content.get("untrusted") == Some(&serde_json::Value::Bool(true))
+}
+
 /// How long a call may stay `in_progress` in the ledger before it is overdue.
 const ACTION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -329,14 +334,20 @@ impl ToolPipeline {
             .iter()
             .map(|c| self.registry.is_concurrency_safe(&c.tool, &c.args))
             .collect();
-        let mut outcomes = Vec::with_capacity(calls.len());
+        let mut outcomes: Vec<ToolOutcome> = Vec::with_capacity(calls.len());
+        // Taint: once a result marked untrusted is in, later calls run as in an untrusted step.
+        let mut ctx = ctx.clone();
         for range in partition_batches(&safe) {
+            let before = outcomes.len();
             if range.len() == 1 {
-                outcomes.push(self.execute(&calls[range.start], ctx).await);
-                continue;
+                outcomes.push(self.execute(&calls[range.start], &ctx).await);
+            } else {
+                for chunk in calls[range].chunks(MAX_PARALLEL_CALLS) {
+                    outcomes.extend(self.execute_parallel(chunk, &ctx).await);
+                }
             }
-            for chunk in calls[range].chunks(MAX_PARALLEL_CALLS) {
-                outcomes.extend(self.execute_parallel(chunk, ctx).await);
+            if outcomes[before..].iter().any(is_untrusted) {
+                ctx.step_trust = steward_events::Trust::Untrusted;
             }
         }
         // Together over the batch budget: every result gets an equal share at most.

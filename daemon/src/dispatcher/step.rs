@@ -69,7 +69,7 @@ impl StepRunner {
         last_message: &mut Option<String>,
     ) -> Result<StepEnd, StepError> {
         let tools = self.pipeline.registry().specs(!trajectory.id().is_main());
-        let ctx = ExecutionContext {
+        let mut ctx = ExecutionContext {
             files: self.files.clone(),
             trajectory: trajectory.id().clone(),
             origin_event: events.first().map(|e| e.id),
@@ -102,7 +102,7 @@ impl StepRunner {
             Vec::new()
         } else {
             let outcomes = self
-                .run_calls(trajectory, step, &direct, &ctx, &mut items)
+                .run_calls(trajectory, step, &direct, &mut ctx, &mut items)
                 .await?;
             for (call, outcome) in direct.iter().zip(&outcomes) {
                 if let Some(origin) = call.origin {
@@ -151,7 +151,7 @@ impl StepRunner {
                 return Ok(StepEnd::Completed);
             }
             let outcomes = self
-                .run_calls(trajectory, step, &turn.tool_calls, &ctx, &mut items)
+                .run_calls(trajectory, step, &turn.tool_calls, &mut ctx, &mut items)
                 .await?;
             if cancel.is_cancelled() {
                 return Ok(cancelled());
@@ -183,7 +183,7 @@ impl StepRunner {
         trajectory: &Trajectory,
         step: u64,
         calls: &[ToolCallRequest],
-        ctx: &ExecutionContext,
+        ctx: &mut ExecutionContext,
         items: &mut Vec<TrajectoryItem>,
     ) -> Result<Vec<ToolOutcome>, StepError> {
         for call in calls {
@@ -197,6 +197,10 @@ impl StepRunner {
             )?);
         }
         let outcomes = self.pipeline.execute_batch(calls, ctx).await;
+        if outcomes.iter().any(steward_tools::is_untrusted) {
+            // Untrusted content is in the step now: taint it for every later round.
+            ctx.step_trust = Trust::Untrusted;
+        }
         for (call, outcome) in calls.iter().zip(&outcomes) {
             items.push(trajectory.append(
                 step,

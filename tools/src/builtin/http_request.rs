@@ -52,7 +52,7 @@ pub(super) fn contract() -> ToolContract {
     }
 }
 
-pub(super) struct HttpRequest {
+pub(crate) struct HttpRequest {
     pub allow_hosts: Vec<String>,
 }
 

@@ -12,20 +12,28 @@ mod memory;
 mod notify_owner;
 mod shell;
 mod sleep;
+mod web_fetch;
 
 pub use memory::register_memory;
 
 use crate::registry::ToolRegistryBuilder;
 
-/// Adds `http_request`; `allow_hosts` may be reached even on internal addresses.
+/// Adds `http_request` and `web_fetch`; `allow_hosts` may be reached even on internal addresses.
 pub fn register_http(
     builder: ToolRegistryBuilder,
     allow_hosts: Vec<String>,
 ) -> ToolRegistryBuilder {
-    builder.register(
-        http_request::contract(),
-        http_request::HttpRequest { allow_hosts },
-    )
+    builder
+        .register(
+            http_request::contract(),
+            http_request::HttpRequest {
+                allow_hosts: allow_hosts.clone(),
+            },
+        )
+        .register(
+            web_fetch::contract(),
+            web_fetch::WebFetch(http_request::HttpRequest { allow_hosts }),
+        )
 }
 
 /// A builder holding every built-in tool that needs no outside state.
