@@ -38,6 +38,8 @@ pub struct ToolsConfig {
     pub confirm_expiry: Duration,
     /// `[[tools.policy]]`, first match wins.
     pub policy: Vec<PolicyRuleConfig>,
+    /// `tools.plan_mode`: only read-only tools run (look, don't touch).
+    pub plan_mode: bool,
     /// `[tools.http] allow_hosts`: hosts (or host:port) `http_request` may reach even when
     /// they resolve to loopback or private addresses.
     pub http_allow_hosts: Vec<String>,

@@ -25,6 +25,7 @@ pub(crate) struct RawTools {
     pub roots: Vec<Spanned<String>>,
     pub confirm_expiry_secs: Spanned<u64>,
     pub policy: Vec<RawPolicyRule>,
+    pub plan_mode: bool,
     pub http: RawHttp,
 }
 
@@ -40,6 +41,7 @@ impl Default for RawTools {
             roots: Vec::new(),
             confirm_expiry_secs: Spanned::new(0..0, 3600),
             policy: Vec::new(),
+            plan_mode: false,
             http: RawHttp::default(),
         }
     }

@@ -163,6 +163,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
                 30 * 86_400,
             )?),
             policy,
+            plan_mode: raw.tools.plan_mode,
             http_allow_hosts: raw.tools.http.allow_hosts,
         },
     })

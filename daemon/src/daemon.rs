@@ -15,7 +15,7 @@ use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
 use steward_tools::ledger::{DEFAULT_RETENTION as LEDGER_RETENTION, Ledger, LedgerEntry};
-use steward_tools::policy::{PolicyRule, RuleDecision};
+use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
 use steward_tools::{Authorization, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -215,6 +215,11 @@ impl Core {
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
             files,
+            mode: if config.tools.plan_mode {
+                Mode::Plan
+            } else {
+                Mode::Normal
+            },
         });
         let lanes = Lanes::new(
             inbox.clone(),

@@ -253,3 +253,39 @@ async fn a_fetched_page_is_untrusted_and_taints_the_rest_of_the_step() {
     );
     assert!(!daemon.path().join("workspace/t.txt").exists());
 }
+
+#[test]
+fn a_redirect_to_an_internal_address_is_refused() {
+    // The target is the recorder itself, reached through a name not on the allow list.
+    let target = Recorder::start(Duration::ZERO);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let location = format!("http://localhost:{}/secret", target.port);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 1024];
+            let _ = stream.read(&mut head);
+            let response = format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    let daemon = TestDaemon::start_with(ALLOW_LOCAL);
+    let (ok, line) = call(
+        &daemon,
+        &serde_json::json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/start")}),
+    );
+    assert!(!ok, "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("refusing localhost"),
+        "{line}"
+    );
+    assert!(
+        target.seen().is_empty(),
+        "the internal target was never reached"
+    );
+}

@@ -200,3 +200,18 @@ fn memory_notes_survive_a_restart() {
         "{line}"
     );
 }
+
+#[test]
+fn plan_mode_runs_only_read_only_tools() {
+    let daemon = TestDaemon::start_with("[tools]\nplan_mode = true\n");
+    let (ok, line) = call_json(&daemon, "fs_write", r#"{"path":"p.txt","content":"x"}"#);
+    assert!(!ok);
+    assert_eq!(line["outcome"], "denied");
+    assert!(
+        line["reason"].as_str().unwrap().contains("mode.plan"),
+        "{line}"
+    );
+    let (ok, line) = call_json(&daemon, "fs_list", "{}");
+    assert!(ok, "{line}");
+    assert!(!daemon.path().join("workspace/p.txt").exists());
+}

@@ -25,6 +25,7 @@ pub struct StepRunner {
     pub replies: ReplyHub,
     pub max_rounds: u32,
     pub files: Arc<FileAccess>,
+    pub mode: Mode,
 }
 
 /// How a step ended, and the last thing the assistant said in it.
@@ -74,7 +75,7 @@ impl StepRunner {
             trajectory: trajectory.id().clone(),
             origin_event: events.first().map(|e| e.id),
             call_id: String::new(),
-            mode: Mode::Normal,
+            mode: self.mode,
             // Taint: the least trusted event of the step decides for every call in it.
             step_trust: events
                 .iter()
