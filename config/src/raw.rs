@@ -26,6 +26,7 @@ pub(crate) struct RawTools {
     pub confirm_expiry_secs: Spanned<u64>,
     pub policy: Vec<RawPolicyRule>,
     pub plan_mode: bool,
+    pub ledger_retention_days: Spanned<u64>,
     pub http: RawHttp,
 }
 
@@ -42,6 +43,7 @@ impl Default for RawTools {
             confirm_expiry_secs: Spanned::new(0..0, 3600),
             policy: Vec::new(),
             plan_mode: false,
+            ledger_retention_days: Spanned::new(0..0, 7),
             http: RawHttp::default(),
         }
     }

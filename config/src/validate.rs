@@ -164,6 +164,14 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             )?),
             policy,
             plan_mode: raw.tools.plan_mode,
+            ledger_retention: Duration::from_secs(
+                in_range(
+                    "tools.ledger_retention_days",
+                    &raw.tools.ledger_retention_days,
+                    1,
+                    3650,
+                )? * 86_400,
+            ),
             http_allow_hosts: raw.tools.http.allow_hosts,
         },
     })

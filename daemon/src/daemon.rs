@@ -14,7 +14,7 @@ use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
-use steward_tools::ledger::{DEFAULT_RETENTION as LEDGER_RETENTION, Ledger, LedgerEntry};
+use steward_tools::ledger::{Ledger, LedgerEntry};
 use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
 use steward_tools::{Authorization, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
@@ -173,7 +173,7 @@ impl Core {
         }
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
-        ledger.purge(LEDGER_RETENTION)?;
+        ledger.purge(config.tools.ledger_retention)?;
         let builder = builtin::register_memory(builtin::builtins(), store.memory_tree()?);
         let tools = Arc::new(
             builtin::register_http(builder, config.tools.http_allow_hosts.clone()).build()?,

@@ -188,3 +188,27 @@ async fn requests_survive_a_restart_and_edited_arguments_are_checked() {
     );
     assert!(!daemon.path().join("workspace/d.txt").exists());
 }
+
+#[test]
+fn the_owner_can_answer_on_the_channel_that_asked() {
+    let daemon = TestDaemon::start_with(CONFIG);
+    let approve = request_write(&daemon, "f.txt", "via chat");
+    let output = daemon.cli(&["send", &format!("/confirm {approve}")]);
+    assert!(
+        stdout(&output).contains(&format!("action {approve} (fs_write): completed")),
+        "{output:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(daemon.path().join("workspace/f.txt")).unwrap(),
+        "via chat"
+    );
+
+    let refuse = request_write(&daemon, "g.txt", "x");
+    let output = daemon.cli(&["send", &format!("/deny {refuse} wrong folder")]);
+    assert!(stdout(&output).contains("denied"), "{output:?}");
+    let row = pending(&daemon)
+        .into_iter()
+        .find(|r| r["id"] == refuse.as_str())
+        .unwrap();
+    assert_eq!(row["state_reason"], "wrong folder");
+}

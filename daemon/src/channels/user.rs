@@ -221,6 +221,15 @@ impl UserChannel {
         answer: Result<Answer, crate::confirmations::ConfirmError>,
         s: &mut Session,
     ) -> std::io::Result<()> {
+        self.write_answer_inline(answer, s).await?;
+        s.write(&Response::End).await
+    }
+
+    async fn write_answer_inline(
+        &self,
+        answer: Result<Answer, crate::confirmations::ConfirmError>,
+        s: &mut Session,
+    ) -> std::io::Result<()> {
         let response = match answer {
             Ok(Answer::Ran(action) | Answer::Denied(action)) => Response::Action {
                 action: PendingRow::from(&action),
@@ -230,8 +239,7 @@ impl UserChannel {
                 message: e.to_string(),
             },
         };
-        s.write(&response).await?;
-        s.write(&Response::End).await
+        s.write(&response).await
     }
 
     /// Validates, classifies and submits one message; tells the client the outcome.
@@ -243,6 +251,27 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<Option<EventId>> {
+        // Answers to pending actions on the channel that was asked: `/confirm ID`,
+        // `/deny ID [reason]`. They act at once; the answer reaches the trajectory as the
+        // confirmation's own system event.
+        let mut words = text.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("/confirm"), Some(id)) => {
+                let answer = self.confirmations.approve(id, None).await;
+                self.write_answer_inline(answer, s).await?;
+                return Ok(None);
+            }
+            (Some("/deny"), Some(id)) => {
+                let reason = words.collect::<Vec<_>>().join(" ");
+                let answer = self
+                    .confirmations
+                    .deny(id, (!reason.is_empty()).then_some(reason))
+                    .await;
+                self.write_answer_inline(answer, s).await?;
+                return Ok(None);
+            }
+            _ => {}
+        }
         let event = self.owner_event(Payload::Message { text }, urgency);
         self.accept(event, s, shutdown).await
     }

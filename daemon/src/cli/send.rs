@@ -68,6 +68,9 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<ExitCode, ClientError
                 return Ok(ExitCode::FAILURE);
             }
             Some(Response::Reply { text, .. }) => println!("{text}"),
+            Some(Response::Action { action }) => {
+                println!("action {} ({}): {}", action.id, action.tool, action.state)
+            }
             Some(Response::StepEnded { outcome, .. }) => report_step_end(&outcome),
             Some(Response::Error { message }) => {
                 eprintln!("steward: {message}");
@@ -122,6 +125,10 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                 }
                 Some(Response::Reply { text, .. }) => println!("{text}"),
                 Some(Response::Notice { text, .. }) => println!("(notice) {text}"),
+                Some(Response::Action { action }) => {
+                    unacknowledged = unacknowledged.saturating_sub(1);
+                    println!("action {} ({}): {}", action.id, action.tool, action.state);
+                }
                 Some(Response::StepEnded { events, outcome }) => {
                     report_step_end(&outcome);
                     for id in events {
