@@ -37,6 +37,10 @@ pub enum ToolStatus {
 pub struct ToolOutcome {
     pub status: ToolStatus,
     pub content: Value,
+    /// What to try next (why a command failed, how to fix the call). Kept outside the
+    /// result budget: a truncated result still carries its hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl ToolOutcome {
@@ -44,6 +48,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Ok,
             content,
+            hint: None,
         }
     }
 
@@ -51,6 +56,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Error,
             content: Value::String(message.into()),
+            hint: None,
         }
     }
 
@@ -58,6 +64,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Denied,
             content: Value::String(reason.into()),
+            hint: None,
         }
     }
 
@@ -65,6 +72,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Blocked,
             content: Value::String(reason.into()),
+            hint: None,
         }
     }
 
@@ -72,6 +80,12 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Cancelled,
             content,
+            hint: None,
         }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
     }
 }

@@ -78,6 +78,8 @@ pub enum ItemKind {
         tool: String,
         status: ToolStatus,
         result: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hint: Option<String>,
     },
     StepStarted {
         events: Vec<EventId>,

@@ -215,3 +215,14 @@ fn plan_mode_runs_only_read_only_tools() {
     assert!(ok, "{line}");
     assert!(!daemon.path().join("workspace/p.txt").exists());
 }
+
+#[test]
+fn a_failed_command_comes_with_a_hint() {
+    let daemon = TestDaemon::start();
+    let reply = shell(&daemon, "no-such-program-xyz --version");
+    assert!(reply.contains("\"exit_code\":127"), "{reply}");
+    assert!(
+        reply.contains("(hint: a program in the command was not found"),
+        "{reply}"
+    );
+}

@@ -76,6 +76,7 @@ impl ResultBudget {
         ToolOutcome {
             status: outcome.status,
             content: Value::String(content),
+            hint: outcome.hint,
         }
     }
 
@@ -90,7 +91,7 @@ impl ResultBudget {
             .filter(|e| {
                 e.metadata()
                     .and_then(|m| m.modified())
-                    .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() > age)
+                    .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() >= age)
             })
             .filter(|e| std::fs::remove_file(e.path()).is_ok())
             .count()
@@ -164,11 +165,19 @@ mod tests {
         assert_eq!(spilled, text, "the full output is kept");
         assert_eq!(cut.status, ToolStatus::Ok);
 
+        let hinted = ToolOutcome::error("x".repeat(5000)).with_hint("try a smaller window");
+        let cut = budget.apply("c3", "t", 100, hinted);
+        assert_eq!(
+            cut.hint.as_deref(),
+            Some("try a smaller window"),
+            "hints ride outside the budget"
+        );
+
         assert_eq!(
             budget.clean(Duration::from_secs(3600)),
             0,
             "fresh files stay"
         );
-        assert_eq!(budget.clean(Duration::ZERO), 1);
+        assert_eq!(budget.clean(Duration::ZERO), 2);
     }
 }

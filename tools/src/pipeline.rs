@@ -241,6 +241,9 @@ impl ToolPipeline {
                             "confirm_with": format!("steward confirm {}", action.id),
                             "deny_with": format!("steward deny {} --reason TEXT", action.id),
                         }),
+                        hint: Some(
+                            "the call runs once the owner confirms it; do not call it again".into(),
+                        ),
                     },
                     Err(e) => ToolOutcome::error(format!(
                         "needs confirmation, but the request could not be stored: {e}"

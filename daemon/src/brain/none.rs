@@ -107,6 +107,14 @@ fn parse_tool_command(text: &str) -> Result<(String, Value), String> {
 }
 
 fn describe_outcome(tool: &str, outcome: &ToolOutcome) -> String {
+    let text = describe_status(tool, outcome);
+    match &outcome.hint {
+        Some(hint) => format!("{text}\n(hint: {hint})"),
+        None => text,
+    }
+}
+
+fn describe_status(tool: &str, outcome: &ToolOutcome) -> String {
     let content = match &outcome.content {
         Value::String(s) => s.clone(),
         other => other.to_string(),

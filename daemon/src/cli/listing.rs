@@ -143,6 +143,7 @@ fn print_item(item: &TrajectoryItem) {
             tool,
             status,
             result,
+            ..
         } => {
             format!("{call_id} {tool} {status:?}: {result}")
         }

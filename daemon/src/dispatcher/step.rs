@@ -210,6 +210,7 @@ impl StepRunner {
                     tool: call.tool.clone(),
                     status: outcome.status,
                     result: outcome.content.clone(),
+                    hint: outcome.hint.clone(),
                 },
             )?);
         }

@@ -75,7 +75,8 @@ impl ToolHandler for FsEdit {
                     return ToolOutcome::error(format!(
                         "old_text does not occur in {}",
                         path.display()
-                    ));
+                    ))
+                    .with_hint("read the file again with fs_read and copy the text exactly, whitespace included");
                 }
                 (n, false) if n > 1 => {
                     return ToolOutcome::error(format!(

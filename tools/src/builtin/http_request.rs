@@ -213,6 +213,8 @@ impl HttpRequest {
                     ToolStatus::Ok
                 },
                 content,
+                hint: (status.as_u16() == 429 || status.is_server_error())
+                    .then(|| "the server is overloaded or failing: retry later (a Retry-After header, if any, says when)".to_owned()),
             });
         }
         Err(format!("more than {MAX_REDIRECTS} redirects"))

@@ -117,7 +117,8 @@ impl ToolHandler for Shell {
             let (ending, (out, err, status)) = tokio::select! {
                 done = collect => ("exited", done),
                 () = tokio::time::sleep(timeout) => {
-                    return ToolOutcome::error(json!({"timed_out": true, "timeout_secs": timeout.as_secs(), "note": "the process was killed"}).to_string());
+                    return ToolOutcome::error(json!({"timed_out": true, "timeout_secs": timeout.as_secs(), "note": "the process was killed"}).to_string())
+                        .with_hint("raise timeout_secs (up to 3600) or make the command finish sooner");
                 }
                 () = ctx.cancel.cancelled() => {
                     return ToolOutcome::cancelled(json!({"note": "the step was cancelled; the process was killed"}));
@@ -130,6 +131,16 @@ impl ToolHandler for Shell {
                 "stderr": String::from_utf8_lossy(&err),
                 "ended": ending,
             });
+            let hint = match exit_code {
+                Some(127) => Some(
+                    "a program in the command was not found: check its name and PATH; installing software needs the owner's confirmation",
+                ),
+                Some(126) => {
+                    Some("a program in the command is not executable: check its permissions")
+                }
+                None => Some("the command was killed by a signal"),
+                _ => None,
+            };
             ToolOutcome {
                 status: if exit_code == Some(0) {
                     ToolStatus::Ok
@@ -137,6 +148,7 @@ impl ToolHandler for Shell {
                     ToolStatus::Error
                 },
                 content,
+                hint: hint.map(str::to_owned),
             }
         })
     }
