@@ -93,15 +93,32 @@ pub struct LaneConfig {
     pub max_parallel: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ModelProvider {
     /// No LLM: slash commands and rules only.
     None,
+    /// An OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp,
+    /// LM Studio, OpenRouter…).
+    OpenAi,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
     pub provider: ModelProvider,
+    /// e.g. `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Where the API key comes from; none for local servers.
+    pub api_key: ApiKeySource,
+    /// Longest wait for the start of a response, and between two streamed chunks.
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiKeySource {
+    None,
+    Env(String),
+    File(PathBuf),
 }
 
 impl Default for Config {

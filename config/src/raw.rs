@@ -123,12 +123,22 @@ impl Default for RawLanes {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawModel {
     pub provider: Spanned<String>,
+    pub base_url: Option<Spanned<String>>,
+    pub model: Option<Spanned<String>>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub timeout_secs: Spanned<u64>,
 }
 
 impl Default for RawModel {
     fn default() -> Self {
         Self {
             provider: Spanned::new(0..0, "none".into()),
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            api_key_file: None,
+            timeout_secs: Spanned::new(0..0, 120),
         }
     }
 }

@@ -10,8 +10,8 @@ use toml::Spanned;
 use crate::error::{ConfigError, line_of};
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
-    Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat, ModelConfig,
-    ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolsConfig,
+    ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
+    ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolsConfig,
 };
 
 pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
@@ -81,19 +81,66 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
     };
+    let provider = match raw.model.provider.get_ref().as_str() {
+        "none" => ModelProvider::None,
+        "openai" => ModelProvider::OpenAi,
+        other => {
+            return Err(ConfigError::invalid(
+                "model.provider",
+                at(raw.model.provider.span()),
+                format!("{other:?} is not a supported provider; expected \"none\" or \"openai\""),
+            ));
+        }
+    };
+    let required = |key: &str, value: &Option<Spanned<String>>| match value {
+        Some(v) if !v.get_ref().trim().is_empty() => Ok(v.get_ref().clone()),
+        _ if provider == ModelProvider::None => Ok(String::new()),
+        Some(v) => Err(ConfigError::invalid(
+            format!("model.{key}"),
+            at(v.span()),
+            "must not be empty",
+        )),
+        None => Err(ConfigError::invalid(
+            format!("model.{key}"),
+            at(raw.model.provider.span()),
+            format!(
+                "is required with provider {:?}",
+                raw.model.provider.get_ref()
+            ),
+        )),
+    };
+    let base_url = required("base_url", &raw.model.base_url)?;
+    if provider != ModelProvider::None
+        && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+    {
+        return Err(ConfigError::invalid(
+            "model.base_url",
+            raw.model.base_url.as_ref().and_then(|u| at(u.span())),
+            format!("{base_url:?} is not an http(s) URL"),
+        ));
+    }
     let model = ModelConfig {
-        provider: match raw.model.provider.get_ref().as_str() {
-            "none" => ModelProvider::None,
-            other => {
+        model: required("model", &raw.model.model)?,
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        provider,
+        api_key: match (raw.model.api_key_env, raw.model.api_key_file) {
+            (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
-                    "model.provider",
-                    at(raw.model.provider.span()),
-                    format!(
-                        "{other:?} is not a supported provider in this build; expected \"none\""
-                    ),
+                    "model.api_key_env",
+                    None,
+                    "set either api_key_env or api_key_file, not both",
                 ));
             }
+            (Some(var), None) => ApiKeySource::Env(var),
+            (None, Some(file)) => ApiKeySource::File(PathBuf::from(file)),
+            (None, None) => ApiKeySource::None,
         },
+        timeout: Duration::from_secs(in_range(
+            "model.timeout_secs",
+            &raw.model.timeout_secs,
+            1,
+            3600,
+        )?),
     };
     let urgency_rules = raw
         .urgency

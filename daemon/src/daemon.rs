@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use steward_config::{Config, PolicyDecisionConfig, PolicyRuleConfig};
+use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig};
 use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::brain::{Brain, NoneBrain};
+use crate::brain::{Brain, NoneBrain, OpenAiBrain};
 use crate::channels::user::{self, UserChannel};
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, StepRunner};
@@ -200,7 +200,10 @@ impl Core {
             });
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let replies = ReplyHub::default();
-        let brain: Arc<dyn Brain> = Arc::new(NoneBrain::new(status.clone()));
+        let brain: Arc<dyn Brain> = match config.model.provider {
+            ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
+            ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(&config.model)?),
+        };
         status.set_brain(brain.name());
         let confirmations = Arc::new(Confirmations {
             pending,

@@ -7,6 +7,7 @@ mod confirm;
 mod delivery;
 mod files;
 mod http;
+mod model;
 mod shell;
 mod steps;
 mod support;

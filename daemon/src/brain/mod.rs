@@ -3,6 +3,8 @@
 //! talk to an LLM implement the same trait. [`NoneBrain`] is the brain without a model.
 
 mod none;
+mod openai;
+mod sse;
 
 use std::fmt;
 use std::future::Future;
@@ -12,6 +14,7 @@ use steward_events::{Event, EventId, ToolCallRequest, ToolOutcome, TrajectoryId,
 use steward_tools::ToolSpec;
 
 pub use none::NoneBrain;
+pub use openai::{OpenAiBrain, SYSTEM_TEXT, render_messages};
 
 /// What the brain sees for one round of a step.
 #[derive(Debug)]
@@ -22,6 +25,9 @@ pub struct BrainInput<'a> {
     pub events: &'a [Event],
     /// Every item of this step so far (events, messages, calls, results).
     pub step_items: &'a [TrajectoryItem],
+    /// The most recent items of the trajectory, this step's included, oldest first: the
+    /// conversation a model sees.
+    pub history: &'a [TrajectoryItem],
     /// The calls of the previous round with their outcomes. In the first round these are
     /// the tool calls the events asked for directly (`steward tools call`), if any.
     pub last_round: &'a [(ToolCallRequest, ToolOutcome)],

@@ -119,11 +119,13 @@ impl StepRunner {
             direct.into_iter().zip(outcomes).collect()
         };
         for round in 0..self.max_rounds {
+            let history = trajectory.list(Some(HISTORY_ITEMS))?;
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
                 events,
                 step_items: &items,
+                history: &history,
                 last_round: &last_round,
                 round,
                 tools: &tools,
@@ -217,6 +219,9 @@ impl StepRunner {
         Ok(outcomes)
     }
 }
+
+/// How many recent trajectory items a model sees (compaction comes with the context budget).
+const HISTORY_ITEMS: usize = 200;
 
 /// Higher is less trusted.
 fn trust_rank(trust: Trust) -> u8 {

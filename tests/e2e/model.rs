@@ -1,0 +1,165 @@
+//! A scripted model server that speaks OpenAI's Chat Completions streaming protocol as
+//! documented (SSE `chat.completion.chunk` objects, `tool_calls` deltas keyed by `index`
+//! whose `arguments` arrive in fragments, a usage chunk, `data: [DONE]`), and the real daemon
+//! driven through it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{TestDaemon, stdout};
+
+struct ScriptedModel {
+    port: u16,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ScriptedModel {
+    /// Answers the n-th request with the n-th script, written in `piece`-byte writes.
+    fn start(scripts: Vec<String>, piece: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let log = requests.clone();
+        std::thread::spawn(move || {
+            let mut scripts = scripts.into_iter();
+            for stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                log.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap());
+                let script = scripts.next().expect("a script for every request");
+                let mut stream = stream;
+                stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                for part in script.as_bytes().chunks(piece) {
+                    stream.write_all(part).unwrap();
+                    stream.flush().unwrap();
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        Self { port, requests }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let object = json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    });
+    format!("data: {object}\n\n")
+}
+
+fn usage_and_done() -> String {
+    let usage = json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+        "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    });
+    format!("data: {usage}\n\ndata: [DONE]\n\n")
+}
+
+fn config(port: u16) -> String {
+    format!(
+        "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"scripted\"\ntimeout_secs = 10\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_reads_and_greps_in_one_response_then_answers() {
+    let calls = [
+        chunk(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": "call_a", "type": "function", "function": {"name": "fs_read", "arguments": ""}}]}), None),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}), None),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"notes.txt\"}"}}]}), None),
+        chunk(json!({"tool_calls": [
+            {"index": 1, "id": "call_b", "type": "function", "function": {"name": "fs_grep", "arguments": "{\"pattern\":\"caf"}}]}), None),
+        chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": "é\"}"}}]}), None),
+        chunk(json!({}), Some("tool_calls")),
+        usage_and_done(),
+    ]
+    .concat();
+    let answer = [
+        chunk(json!({"role": "assistant", "content": "Found it: "}), None),
+        chunk(json!({"content": "un café."}), None),
+        chunk(json!({}), Some("stop")),
+        usage_and_done(),
+    ]
+    .concat();
+    // 7-byte writes: the stream splits inside JSON strings and inside "é".
+    let model = ScriptedModel::start(vec![calls, answer], 7);
+    let daemon = TestDaemon::start_with(&config(model.port));
+    std::fs::write(daemon.path().join("workspace/notes.txt"), "un café\n").unwrap();
+
+    let output = daemon.cli(&["send", "--wait", "what is in my notes?"]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(stdout(&output).trim(), "Found it: un café.");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    // The stable prefix: system text and tools are byte-identical across the turn.
+    assert_eq!(requests[0]["messages"][0], requests[1]["messages"][0]);
+    assert_eq!(
+        requests[0]["tools"].to_string(),
+        requests[1]["tools"].to_string()
+    );
+    assert_eq!(requests[0]["stream"], true);
+    // The second request carries both results, after the assistant's two calls.
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let tool_messages: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_messages.len(), 2, "{messages:#?}");
+    assert_eq!(tool_messages[0]["tool_call_id"], "call_a");
+    assert!(
+        tool_messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("un café"),
+        "{:?}",
+        tool_messages[0]
+    );
+    assert!(
+        tool_messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt:1:un café"),
+        "{:?}",
+        tool_messages[1]
+    );
+    let user = &messages[1]["content"];
+    assert!(
+        user.as_str().unwrap().contains("what is in my notes?"),
+        "{user}"
+    );
+
+    // Both calls were made in one response and ran as one batch.
+    let items = daemon.trajectory().await;
+    let kinds: Vec<&str> = items.iter().map(|i| i.kind.name()).collect();
+    let first_call = kinds.iter().position(|k| *k == "tool_call").unwrap();
+    assert_eq!(
+        &kinds[first_call..first_call + 4],
+        ["tool_call", "tool_call", "tool_result", "tool_result"]
+    );
+}
