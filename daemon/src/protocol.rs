@@ -128,8 +128,17 @@ pub enum Response {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum StepEnd {
     Completed,
-    Cancelled { reason: String },
-    Failed { error: String },
+    Cancelled {
+        reason: String,
+    },
+    Failed {
+        error: String,
+    },
+    /// The model was unreachable; the step runs again later for the same events. Not
+    /// announced as an ending: whoever waits keeps waiting for the real answer.
+    Deferred {
+        error: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,6 +147,9 @@ pub struct StatusReport {
     pub uptime_secs: u64,
     pub data_dir: PathBuf,
     pub brain: String,
+    /// `ok`, or `degraded` while the model is unreachable.
+    pub brain_state: String,
+    pub brain_last_error: Option<String>,
     pub channels: Vec<ChannelStatus>,
     pub inbox_pending: u64,
     pub step: StepStatus,

@@ -16,6 +16,8 @@ pub struct StatusBoard {
     started: Instant,
     data_dir: PathBuf,
     brain: Mutex<String>,
+    /// `None` while the model answers; the last error while it does not.
+    brain_error: Mutex<Option<String>>,
     inbox: Arc<Inbox>,
     channels: Mutex<BTreeMap<String, String>>,
     step: Mutex<StepStatus>,
@@ -29,6 +31,7 @@ impl StatusBoard {
             started: Instant::now(),
             data_dir,
             brain: Mutex::new(String::new()),
+            brain_error: Mutex::new(None),
             inbox,
             channels: Mutex::new(BTreeMap::new()),
             step: Mutex::new(StepStatus::Idle),
@@ -38,6 +41,15 @@ impl StatusBoard {
 
     pub fn set_brain(&self, name: &str) {
         *lock(&self.brain) = name.to_owned();
+    }
+
+    /// Records that the model failed; returns true if it was answering until now.
+    pub fn brain_degraded(&self, error: &str) -> bool {
+        lock(&self.brain_error).replace(error.to_owned()).is_none()
+    }
+
+    pub fn brain_ok(&self) {
+        *lock(&self.brain_error) = None;
     }
 
     pub fn set_channel(&self, name: &str, state: &str) {
@@ -63,6 +75,13 @@ impl StatusBoard {
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),
             brain: lock(&self.brain).clone(),
+            brain_state: if lock(&self.brain_error).is_some() {
+                "degraded"
+            } else {
+                "ok"
+            }
+            .to_owned(),
+            brain_last_error: lock(&self.brain_error).clone(),
             channels: lock(&self.channels)
                 .iter()
                 .map(|(name, state)| ChannelStatus {

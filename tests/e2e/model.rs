@@ -18,7 +18,8 @@ struct ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// Answers the n-th request with the n-th script, written in `piece`-byte writes.
+    /// Answers the n-th request with the n-th raw HTTP response, written in `piece`-byte
+    /// writes, then closes the connection.
     fn start(scripts: Vec<String>, piece: usize) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -48,9 +49,6 @@ impl ScriptedModel {
                     .push(serde_json::from_slice(&body).unwrap());
                 let script = scripts.next().expect("a script for every request");
                 let mut stream = stream;
-                stream
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-                    .unwrap();
                 for part in script.as_bytes().chunks(piece) {
                     stream.write_all(part).unwrap();
                     stream.flush().unwrap();
@@ -64,6 +62,13 @@ impl ScriptedModel {
     fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()
     }
+}
+
+/// A 200 response streaming `events`.
+fn sse(events: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}"
+    )
 }
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -110,7 +115,7 @@ async fn the_model_reads_and_greps_in_one_response_then_answers() {
     ]
     .concat();
     // 7-byte writes: the stream splits inside JSON strings and inside "é".
-    let model = ScriptedModel::start(vec![calls, answer], 7);
+    let model = ScriptedModel::start(vec![sse(&calls), sse(&answer)], 7);
     let daemon = TestDaemon::start_with(&config(model.port));
     std::fs::write(daemon.path().join("workspace/notes.txt"), "un café\n").unwrap();
 
@@ -162,4 +167,50 @@ async fn the_model_reads_and_greps_in_one_response_then_answers() {
         &kinds[first_call..first_call + 4],
         ["tool_call", "tool_call", "tool_result", "tool_result"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recovers() {
+    let answer = [
+        chunk(json!({"role": "assistant", "content": "Back again."}), None),
+        chunk(json!({}), Some("stop")),
+        usage_and_done(),
+    ]
+    .concat();
+    let scripts = vec![
+        "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\nConnection: close\r\n\r\noops".to_owned(),
+        // The connection drops in the middle of a chunk.
+        sse("data: {\"id\":\"chatcmpl-1\",\"obj"),
+        sse("data: {this is not json}\n\n"),
+        sse(&answer),
+    ];
+    let model = ScriptedModel::start(scripts, 64);
+    let daemon = TestDaemon::start_with(&config(model.port));
+    let output = daemon.cli(&["send", "--wait", "--timeout", "60", "hello?"]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(stdout(&output).trim(), "Back again.");
+    assert!(
+        crate::support::stderr(&output).is_empty(),
+        "a deferred step is not reported as an ending: {output:?}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        5,
+        "3 attempts, then the deferred step's 2"
+    );
+
+    let items = daemon.trajectory().await;
+    let deferred = items.iter().any(|i| {
+        matches!(&i.kind, steward_events::ItemKind::StepCancelled { reason, .. } if reason.contains("model is unavailable"))
+    });
+    assert!(deferred, "{items:#?}");
+    let merged = crate::support::merged_ids(&items);
+    assert_eq!(
+        merged.len(),
+        1,
+        "the message was merged once and answered by the retried step"
+    );
+    let status = daemon.status().await;
+    assert_eq!(status.brain_state, "ok", "{status:?}");
 }

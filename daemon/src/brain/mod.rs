@@ -52,8 +52,14 @@ pub struct BrainTurn {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrainError {
+    /// Network trouble, rate limits, server errors, broken streams: worth trying later. The
+    /// step is deferred and its events stay waiting; nothing is lost.
     #[error("the model is unavailable: {0}")]
     Unavailable(String),
+    /// The provider refused the request itself (4xx other than 429): retrying the same
+    /// request cannot help.
+    #[error("the model rejected the request: {0}")]
+    Rejected(String),
 }
 
 pub type BrainFuture<'a> = Pin<Box<dyn Future<Output = Result<BrainTurn, BrainError>> + Send + 'a>>;

@@ -3,6 +3,11 @@
 //! answer streamed over SSE — text deltas, and `tool_calls` deltas whose `arguments` arrive
 //! in fragments, several calls in one response, keyed by `index`.
 //!
+//! Failures are retried inside the call (3 attempts): 429 and 5xx (honouring `Retry-After`,
+//! capped at 60 s), network errors, broken or stalled streams and malformed chunks, with
+//! exponential backoff and jitter. A 4xx other than 429 is a clear, final error. When every
+//! attempt failed the dispatcher defers the step and tries again later.
+//!
 //! The request starts with a stable prefix — the system text, then the tool schemas in
 //! registry order — so provider prompt caches keep hitting across steps.
 
@@ -100,14 +105,36 @@ impl OpenAiBrain {
     }
 
     async fn complete(&self, input: BrainInput<'_>) -> Result<BrainTurn, BrainError> {
-        let unavailable = |what: String| BrainError::Unavailable(what);
         let body = serde_json::to_vec(&self.request_body(&input))
-            .map_err(|e| unavailable(format!("cannot encode the request: {e}")))?;
+            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))?;
+        let mut attempt = 0;
+        loop {
+            match self.attempt(&body, &input).await {
+                Ok(turn) => return Ok(turn),
+                Err(Failure::Final(e)) => return Err(e),
+                Err(Failure::Retry { error, after }) => {
+                    attempt += 1;
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(BrainError::Unavailable(error));
+                    }
+                    let wait = after.unwrap_or_else(|| backoff(attempt));
+                    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, error = %error, "model call failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, body: &[u8], input: &BrainInput<'_>) -> Result<BrainTurn, Failure> {
+        let unavailable = |what: String| Failure::Retry {
+            error: what,
+            after: None,
+        };
         let mut request = self
             .client
             .post(&self.url)
             .header("content-type", "application/json")
-            .body(body);
+            .body(body.to_vec());
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -117,15 +144,27 @@ impl OpenAiBrain {
             .map_err(|e| unavailable(format!("request failed: {e}")))?;
         let status = response.status();
         if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            return Err(unavailable(format!(
+            let after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs.min(60)));
+            let text = response.text().await.unwrap_or_default();
+            let error = format!(
                 "HTTP {status}: {}",
-                body.chars().take(500).collect::<String>()
-            )));
+                text.chars().take(500).collect::<String>()
+            );
+            return Err(if status.as_u16() == 429 || status.is_server_error() {
+                Failure::Retry { error, after }
+            } else {
+                Failure::Final(BrainError::Rejected(error))
+            });
         }
         let mut parser = SseParser::default();
         let mut text = String::new();
         let mut calls: Vec<PartialCall> = Vec::new();
+        let mut finished = false;
         'stream: loop {
             let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
                 Err(_) => {
@@ -135,7 +174,15 @@ impl OpenAiBrain {
                 Ok(Err(e)) => return Err(unavailable(format!("the stream broke: {e}"))),
                 Ok(Ok(next)) => next,
             };
-            let Some(bytes) = next else { break };
+            let Some(bytes) = next else {
+                if finished {
+                    break;
+                }
+                // A stream cut before its end (no finish_reason, no [DONE]) is not an answer.
+                return Err(unavailable(
+                    "the stream ended before the answer was complete".into(),
+                ));
+            };
             let received: &[u8] = &bytes;
             for event in parser.push(received) {
                 if event.data == "[DONE]" {
@@ -146,6 +193,12 @@ impl OpenAiBrain {
                 })?;
                 if let Some(error) = value.get("error") {
                     return Err(unavailable(format!("the model reported an error: {error}")));
+                }
+                if value
+                    .pointer("/choices/0/finish_reason")
+                    .is_some_and(|r| !r.is_null())
+                {
+                    finished = true;
                 }
                 let Some(delta) = value.pointer("/choices/0/delta") else {
                     continue;
@@ -205,6 +258,23 @@ impl OpenAiBrain {
             .collect();
         Ok(turn)
     }
+}
+
+const MAX_ATTEMPTS: u32 = 3;
+
+enum Failure {
+    Retry {
+        error: String,
+        after: Option<Duration>,
+    },
+    Final(BrainError),
+}
+
+/// 250 ms, 500 ms, 1 s … plus up to 25% jitter, so that restarts do not retry in lockstep.
+fn backoff(attempt: u32) -> Duration {
+    let base = Duration::from_millis(250 * 2u64.pow(attempt.saturating_sub(1).min(8)));
+    let jitter = (ulid::Ulid::generate().random() % 1000) as u32;
+    base + base * jitter / 4000
 }
 
 #[derive(Debug, Default)]

@@ -86,6 +86,9 @@ fn report_step_end(outcome: &StepEnd) {
         StepEnd::Completed => {}
         StepEnd::Cancelled { reason } => eprintln!("steward: step {reason}"),
         StepEnd::Failed { error } => eprintln!("steward: step failed: {error}"),
+        StepEnd::Deferred { error } => {
+            eprintln!("steward: the model is unavailable ({error}); it will be retried")
+        }
     }
 }
 

@@ -137,6 +137,9 @@ impl Lanes {
         trajectory.append(step, ItemKind::StepCompleted)?;
         let summary = match &report.end {
             StepEnd::Failed { error } => format!("The side lane failed: {error}"),
+            StepEnd::Deferred { error } => {
+                format!("The side lane could not reach the model ({error}).")
+            }
             _ => report
                 .last_message
                 .clone()

@@ -54,13 +54,22 @@ struct Boundary {
     /// CANCEL events that stopped (or are stopping) the running step.
     cancels: Vec<EventRecord>,
     running: Option<RunningStep>,
+    deferred: Option<DeferredStep>,
 }
 
 #[derive(Debug)]
 struct RunningStep {
     step: u64,
-    events: Vec<EventId>,
+    events: Vec<Event>,
     cancel: CancellationToken,
+}
+
+/// A step the model could not answer, waiting to run again.
+#[derive(Debug)]
+struct DeferredStep {
+    events: Vec<Event>,
+    failures: u32,
+    due: tokio::time::Instant,
 }
 
 impl Dispatcher {
@@ -95,6 +104,7 @@ impl Dispatcher {
                     self.finish_step(&mut at, report).await?;
                 }
                 changed = durable.changed() => if changed.is_err() { break },
+                () = sleep_until_due(&at.deferred), if task.is_none() && at.deferred.is_some() => {}
                 () = heartbeat.tick() => {}
             }
         }
@@ -140,12 +150,23 @@ impl Dispatcher {
         &self,
         at: &mut Boundary,
     ) -> Result<Option<JoinHandle<StepReport>>, StoreError> {
-        if at.cancels.is_empty() && at.buffered.is_empty() {
+        // A deferred step goes first, when its time has come; new events join it.
+        let retry = match &at.deferred {
+            Some(deferred) if deferred.due > tokio::time::Instant::now() => return Ok(None),
+            Some(_) => at
+                .deferred
+                .as_ref()
+                .map(|d| d.events.clone())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if retry.is_empty() && at.cancels.is_empty() && at.buffered.is_empty() {
             return Ok(None);
         }
         let records: Vec<EventRecord> = at.cancels.drain(..).chain(at.buffered.drain(..)).collect();
         let step = at.next_step;
-        let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
+        let mut events = retry;
+        events.extend(records.iter().map(|r| r.event.clone()));
         let items = self.trajectory.merge_events(&self.inbox, step, records)?;
         self.launch(at, events, items).await.map(Some)
     }
@@ -199,7 +220,7 @@ impl Dispatcher {
         let cancel = CancellationToken::new();
         at.running = Some(RunningStep {
             step,
-            events: ids,
+            events: events.clone(),
             cancel: cancel.clone(),
         });
         let steps = self.steps.clone();
@@ -213,6 +234,7 @@ impl Dispatcher {
         let Some(running) = at.running.take() else {
             return Ok(());
         };
+        let ids: Vec<EventId> = running.events.iter().map(|e| e.id).collect();
         let outcome = match report.end {
             StepEnd::Cancelled { .. } => {
                 let by = at.cancels.first().map(|r| r.event.id);
@@ -229,18 +251,66 @@ impl Dispatcher {
                 )?;
                 StepEnd::Cancelled { reason }
             }
+            StepEnd::Deferred { error } => {
+                return self.defer(at, running, error).await;
+            }
             end => {
+                if end == StepEnd::Completed {
+                    self.status.brain_ok();
+                }
                 self.trajectory
                     .append(running.step, ItemKind::StepCompleted)?;
                 end
             }
         };
+        at.deferred = None;
         self.status.step_ended();
         self.inbox.store().flush().await?;
         self.replies.announce(Announcement::StepEnded {
-            events: running.events,
+            events: ids,
             outcome,
         });
         Ok(())
+    }
+
+    /// The model could not answer: the step is recorded as cancelled and runs again later
+    /// for the same events (2 s, 4 s … at most a minute apart). The owner is told once, when
+    /// the model stops answering; whoever waits for a reply keeps waiting for the real one.
+    async fn defer(
+        &self,
+        at: &mut Boundary,
+        running: RunningStep,
+        error: String,
+    ) -> Result<(), StoreError> {
+        self.trajectory.append(
+            running.step,
+            ItemKind::StepCancelled {
+                by: None,
+                reason: format!("the model is unavailable ({error}); the step will run again"),
+            },
+        )?;
+        let failures = at.deferred.as_ref().map_or(0, |d| d.failures) + 1;
+        let wait = std::time::Duration::from_secs((1u64 << failures.min(6)).min(60));
+        warn!(step = running.step, failures, wait_secs = wait.as_secs(), error = %error, "deferring the step");
+        if self.status.brain_degraded(&error) {
+            self.replies.announce(Announcement::Notice {
+                text: format!("The model is unavailable ({error}). Your messages are kept and will be answered when it is back."),
+                origin: running.events.first().map(|e| e.id),
+            });
+        }
+        at.deferred = Some(DeferredStep {
+            events: running.events,
+            failures,
+            due: tokio::time::Instant::now() + wait,
+        });
+        self.status.step_ended();
+        self.inbox.store().flush().await
+    }
+}
+
+async fn sleep_until_due(deferred: &Option<DeferredStep>) {
+    match deferred {
+        Some(d) => tokio::time::sleep_until(d.due).await,
+        None => std::future::pending().await,
     }
 }

@@ -50,6 +50,10 @@ impl StepRunner {
             .await
         {
             Ok(end) => end,
+            Err(StepError::Brain(crate::brain::BrainError::Unavailable(error))) => {
+                warn!(trajectory = %trajectory.id(), step, error = %error, "the model is unavailable; the step will run again");
+                StepEnd::Deferred { error }
+            }
             Err(e) => {
                 warn!(trajectory = %trajectory.id(), step, error = %e, "step failed");
                 StepEnd::Failed {
