@@ -28,32 +28,10 @@ impl ScriptedModel {
         std::thread::spawn(move || {
             let mut scripts = scripts.into_iter();
             for stream in listener.incoming().flatten() {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap();
-                    if line.trim().is_empty() {
-                        break;
-                    }
-                    if let Some((name, value)) = line.split_once(':')
-                        && name.eq_ignore_ascii_case("content-length")
-                    {
-                        length = value.trim().parse().unwrap();
-                    }
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                log.lock()
-                    .unwrap()
-                    .push(serde_json::from_slice(&body).unwrap());
-                let script = scripts.next().expect("a script for every request");
-                let mut stream = stream;
-                for part in script.as_bytes().chunks(piece) {
-                    stream.write_all(part).unwrap();
-                    stream.flush().unwrap();
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                // One thread per connection: a slow stream must not hold up the next request.
+                let log = log.clone();
+                let script = scripts.next();
+                std::thread::spawn(move || serve(stream, script, piece, &log));
             }
         });
         Self { port, requests }
@@ -69,6 +47,51 @@ fn sse(events: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}"
     )
+}
+
+fn serve(
+    stream: std::net::TcpStream,
+    script: Option<String>,
+    piece: usize,
+    log: &Mutex<Vec<Value>>,
+) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    log.lock()
+        .unwrap()
+        .push(serde_json::from_slice(&body).unwrap());
+    let script = script.expect("a script for every request");
+    let mut stream = stream;
+    // `<<PAUSE>>` in a script holds the stream for 30 s: a slow model.
+    for (i, section) in script.split("<<PAUSE>>").enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        for part in section.as_bytes().chunks(piece) {
+            if stream
+                .write_all(part)
+                .and_then(|()| stream.flush())
+                .is_err()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -213,4 +236,120 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
     );
     let status = daemon.status().await;
     assert_eq!(status.brain_state, "ok", "{status:?}");
+}
+
+fn text_answer(text: &str) -> String {
+    sse(&[
+        chunk(json!({"role": "assistant", "content": text}), None),
+        chunk(json!({}), Some("stop")),
+        usage_and_done(),
+    ]
+    .concat())
+}
+
+fn wait_for_requests(model: &ScriptedModel, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while model.requests().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} requests arrived",
+            model.requests().len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_drops_a_slow_stream_and_the_next_step_starts() {
+    let slow = sse(&format!(
+        "{}<<PAUSE>>{}",
+        chunk(json!({"role": "assistant", "content": "Thinking"}), None),
+        usage_and_done()
+    ));
+    let model = ScriptedModel::start(vec![slow, text_answer("Stopped.")], 4096);
+    let daemon = TestDaemon::start_with(&config(model.port));
+    daemon.send("write me a long essay", None).await;
+    wait_for_requests(&model, 1);
+    let started = std::time::Instant::now();
+    let cancel = daemon
+        .send("stop", Some(steward_events::Urgency::Cancel))
+        .await;
+    let items = daemon
+        .wait_for_trajectory("the cancelled step and the next answer", |items| {
+            items.iter().any(|i| i.kind.name() == "step_cancelled")
+                && items.iter().any(|i| matches!(&i.kind, steward_events::ItemKind::Assistant { text, .. } if text == "Stopped."))
+        })
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the slow stream was not abandoned"
+    );
+    let cancelled = items
+        .iter()
+        .find(|i| i.kind.name() == "step_cancelled")
+        .unwrap();
+    assert!(
+        matches!(&cancelled.kind, steward_events::ItemKind::StepCancelled { by: Some(id), .. } if *id == cancel)
+    );
+    assert_eq!(model.requests().len(), 2);
+    assert!(model.requests()[1]["messages"].to_string().contains("stop"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
+    let server = crate::http_recorder_port();
+    let post = sse(&[
+        chunk(json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_p", "type": "function",
+            "function": {"name": "http_request", "arguments": json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", server.0), "body": "tea"}).to_string()}}]}), None),
+        chunk(json!({}), Some("tool_calls")),
+        usage_and_done(),
+    ]
+    .concat());
+    let model = ScriptedModel::start(
+        vec![
+            post,
+            text_answer("Waiting for your confirmation."),
+            text_answer("Ordered."),
+        ],
+        64,
+    );
+    let daemon = TestDaemon::start_with(&format!(
+        "{}[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+        config(model.port)
+    ));
+    let output = daemon.cli(&["send", "--wait", "order tea"]);
+    assert_eq!(
+        stdout(&output).trim(),
+        "Waiting for your confirmation.",
+        "{output:?}"
+    );
+    let second = &model.requests()[1]["messages"];
+    assert!(
+        second.to_string().contains("pending_id"),
+        "the model saw the pending result: {second}"
+    );
+    assert_eq!(server.1(), 0, "nothing sent before the owner answers");
+
+    let rows = stdout(&daemon.cli(&["pending", "--json"]));
+    let id = serde_json::from_str::<Value>(rows.lines().next().unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(daemon.cli(&["confirm", &id]).status.success());
+    assert_eq!(server.1(), 1);
+    wait_for_requests(&model, 3);
+    let third = model.requests()[2].clone();
+    assert!(
+        third["messages"].to_string().contains("approved action"),
+        "the confirmation's result reaches the model: {third}"
+    );
+    // Across steps and turns the prefix (system text + tools) is byte-identical.
+    let requests = model.requests();
+    for request in &requests[1..] {
+        assert_eq!(request["messages"][0], requests[0]["messages"][0]);
+        assert_eq!(
+            request["tools"].to_string(),
+            requests[0]["tools"].to_string()
+        );
+    }
 }
