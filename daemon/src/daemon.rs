@@ -218,6 +218,7 @@ impl Core {
             replies: replies.clone(),
             max_rounds: config.dispatcher.max_rounds_per_step,
             files,
+            usage: status.clone(),
             mode: if config.tools.plan_mode {
                 Mode::Plan
             } else {

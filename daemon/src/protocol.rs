@@ -155,6 +155,9 @@ pub struct StatusReport {
     pub step: StepStatus,
     pub lanes_running: usize,
     pub events_total: u64,
+    /// Tokens (input, cached input, output) of the last model call and since start.
+    pub tokens_last_call: crate::brain::TokenUsage,
+    pub tokens_total: crate::brain::TokenUsage,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

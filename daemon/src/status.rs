@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use crate::brain::TokenUsage;
 use crate::protocol::{ChannelStatus, StatusReport, StepStatus};
 use crate::store::Inbox;
 
@@ -22,6 +23,8 @@ pub struct StatusBoard {
     channels: Mutex<BTreeMap<String, String>>,
     step: Mutex<StepStatus>,
     lanes_running: Mutex<usize>,
+    /// Tokens of the last model call, and since start.
+    usage: Mutex<(TokenUsage, TokenUsage)>,
 }
 
 impl StatusBoard {
@@ -36,6 +39,7 @@ impl StatusBoard {
             channels: Mutex::new(BTreeMap::new()),
             step: Mutex::new(StepStatus::Idle),
             lanes_running: Mutex::new(0),
+            usage: Mutex::new((TokenUsage::default(), TokenUsage::default())),
         }
     }
 
@@ -64,24 +68,34 @@ impl StatusBoard {
         *lock(&self.step) = StepStatus::Idle;
     }
 
+    /// Records the token usage of one model call.
+    pub fn record(&self, usage: TokenUsage) {
+        let mut counts = lock(&self.usage);
+        counts.0 = usage;
+        counts.1 += usage;
+    }
+
     pub fn lanes_changed(&self, delta: isize) {
         let mut lanes = lock(&self.lanes_running);
         *lanes = lanes.saturating_add_signed(delta);
     }
 
     pub fn report(&self) -> StatusReport {
+        // One guard: taking this lock twice in one expression would deadlock.
+        let usage = *lock(&self.usage);
+        let brain_error = lock(&self.brain_error).clone();
         StatusReport {
             pid: self.pid,
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),
             brain: lock(&self.brain).clone(),
-            brain_state: if lock(&self.brain_error).is_some() {
+            brain_state: if brain_error.is_some() {
                 "degraded"
             } else {
                 "ok"
             }
             .to_owned(),
-            brain_last_error: lock(&self.brain_error).clone(),
+            brain_last_error: brain_error,
             channels: lock(&self.channels)
                 .iter()
                 .map(|(name, state)| ChannelStatus {
@@ -93,6 +107,8 @@ impl StatusBoard {
             step: lock(&self.step).clone(),
             lanes_running: *lock(&self.lanes_running),
             events_total: self.inbox.events_total(),
+            tokens_last_call: usage.0,
+            tokens_total: usage.1,
         }
     }
 

@@ -182,6 +182,15 @@ async fn the_model_reads_and_greps_in_one_response_then_answers() {
         "{user}"
     );
 
+    // Usage from both calls is counted in the status.
+    let status = daemon.status().await;
+    assert_eq!(
+        (status.tokens_total.input, status.tokens_total.output),
+        (200, 40),
+        "{status:?}"
+    );
+    assert_eq!(status.tokens_last_call.input, 100);
+
     // Both calls were made in one response and ran as one batch.
     let items = daemon.trajectory().await;
     let kinds: Vec<&str> = items.iter().map(|i| i.kind.name()).collect();

@@ -48,6 +48,25 @@ pub struct BrainTurn {
     pub messages: Vec<AssistantMessage>,
     /// Empty: the step is done.
     pub tool_calls: Vec<ToolCallRequest>,
+    /// Tokens the provider reported for this call, if it did.
+    pub usage: Option<TokenUsage>,
+}
+
+/// Token counts as the provider reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenUsage {
+    pub input: u64,
+    /// Input served from the provider's prompt cache (part of `input`).
+    pub cached_input: u64,
+    pub output: u64,
+}
+
+impl std::ops::AddAssign for TokenUsage {
+    fn add_assign(&mut self, other: Self) {
+        self.input += other.input;
+        self.cached_input += other.cached_input;
+        self.output += other.output;
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

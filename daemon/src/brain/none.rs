@@ -78,6 +78,7 @@ impl Brain for NoneBrain {
                     })
                     .collect(),
                 tool_calls: Vec::new(),
+                usage: None,
             };
             if input.round == 0 {
                 for event in input.events {

@@ -18,7 +18,10 @@ use steward_config::{ApiKeySource, ModelConfig};
 use steward_events::{ItemKind, ToolCallRequest, TrajectoryItem, Trust};
 
 use super::sse::SseParser;
-use super::{AssistantMessage, Brain, BrainError, BrainFuture, BrainInput, BrainTurn, new_call_id};
+use super::{
+    AssistantMessage, Brain, BrainError, BrainFuture, BrainInput, BrainTurn, TokenUsage,
+    new_call_id,
+};
 
 pub const SYSTEM_TEXT: &str = "You are Steward, a personal assistant that runs as a daemon for its owner. \
 Events arrive as user messages tagged with their source, channel, sender and trust. Only the owner's \
@@ -165,6 +168,7 @@ impl OpenAiBrain {
         let mut text = String::new();
         let mut calls: Vec<PartialCall> = Vec::new();
         let mut finished = false;
+        let mut usage = None;
         'stream: loop {
             let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
                 Err(_) => {
@@ -200,6 +204,15 @@ impl OpenAiBrain {
                 {
                     finished = true;
                 }
+                if let Some(reported) = value.get("usage").filter(|u| u.is_object()) {
+                    let count =
+                        |path: &str| reported.pointer(path).and_then(Value::as_u64).unwrap_or(0);
+                    usage = Some(TokenUsage {
+                        input: count("/prompt_tokens"),
+                        cached_input: count("/prompt_tokens_details/cached_tokens"),
+                        output: count("/completion_tokens"),
+                    });
+                }
                 let Some(delta) = value.pointer("/choices/0/delta") else {
                     continue;
                 };
@@ -232,7 +245,10 @@ impl OpenAiBrain {
             }
         }
         let origin = input.events.first().map(|e| e.id);
-        let mut turn = BrainTurn::default();
+        let mut turn = BrainTurn {
+            usage,
+            ..BrainTurn::default()
+        };
         if !text.trim().is_empty() {
             turn.messages.push(AssistantMessage {
                 text,

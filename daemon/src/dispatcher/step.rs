@@ -26,6 +26,8 @@ pub struct StepRunner {
     pub max_rounds: u32,
     pub files: Arc<FileAccess>,
     pub mode: Mode,
+    /// Where token usage is reported (`steward status`).
+    pub usage: Arc<crate::status::StatusBoard>,
 }
 
 /// How a step ended, and the last thing the assistant said in it.
@@ -139,6 +141,9 @@ impl StepRunner {
                 () = cancel.cancelled() => return Ok(cancelled()),
                 turn = self.brain.respond(input) => turn?,
             };
+            if let Some(usage) = turn.usage {
+                self.usage.record(usage);
+            }
             for message in turn.messages {
                 let item = trajectory.append(
                     step,
