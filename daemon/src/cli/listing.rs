@@ -53,7 +53,14 @@ fn print_status(s: &StatusReport) {
     println!("pid            {}", s.pid);
     println!("uptime         {}s", s.uptime_secs);
     println!("data dir       {}", s.data_dir.display());
-    println!("brain          {}", s.brain);
+    match &s.brain_last_error {
+        Some(error) => println!("brain          {} (degraded: {error})", s.brain),
+        None => println!("brain          {}", s.brain),
+    }
+    println!(
+        "tokens         {} in ({} cached), {} out since start",
+        s.tokens_total.input, s.tokens_total.cached_input, s.tokens_total.output
+    );
     for c in &s.channels {
         println!("channel        {} ({})", c.name, c.state);
     }
