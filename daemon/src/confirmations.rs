@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use steward_events::{
-    Event, Payload, Sender, Source, ToolCallRequest, ToolOutcome, ToolStatus, Trust,
-};
+use steward_events::{Event, Payload, Sender, Source, ToolCallRequest, ToolStatus, Trust};
 use steward_tools::confirm::{PendingAction, PendingError, PendingState, PendingStore};
 use steward_tools::files::FileAccess;
 use steward_tools::policy::{Decision, Mode};
@@ -91,7 +89,7 @@ impl Confirmations {
         if edited_args.is_some() {
             // Edited arguments are checked again: validation, then policy (a deny stands).
             match self.pipeline.decide(&call, &ctx) {
-                Err(invalid) => return Ok(Answer::Refused(text_of(&invalid))),
+                Err(invalid) => return Ok(Answer::Refused(invalid.content_text())),
                 Ok(Decision::Deny { reason, policy_id }) => {
                     return Ok(Answer::Refused(format!(
                         "the edited call is denied by policy `{policy_id}`: {reason}"
@@ -143,7 +141,7 @@ impl Confirmations {
                 "The owner approved action {} (`{}`); it ran: {}",
                 action.id,
                 action.tool,
-                text_of(&outcome)
+                outcome.content_text()
             ),
         )
         .await?;
@@ -236,12 +234,5 @@ impl Confirmations {
         event.dedupe_key = Some(format!("pending:{}:{:?}", action.id, action.state));
         self.inbox.submit(event).await?;
         Ok(())
-    }
-}
-
-fn text_of(outcome: &ToolOutcome) -> String {
-    match &outcome.content {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }

@@ -4,6 +4,7 @@
 //! cancelled, and whatever is still running when `daemon.shutdown_grace_secs` runs out is
 //! abandoned (the inbox is durable, so nothing acknowledged is lost).
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
-use steward_tools::ledger::{Ledger, LedgerEntry};
+use steward_tools::ledger::Ledger;
 use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
 use steward_tools::{Authorization, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
@@ -141,7 +142,8 @@ pub struct Core {
     pub dispatcher: Dispatcher,
     pub confirmations: Arc<Confirmations>,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
-    pub interrupted_actions: Vec<LedgerEntry>,
+    /// Ledger key → tool of each action a crash left half-done.
+    pub interrupted_actions: BTreeMap<String, String>,
 }
 
 impl Core {
@@ -179,17 +181,14 @@ impl Core {
             builtin::register_http(builder, config.tools.http_allow_hosts.clone()).build()?,
         );
         let pending = PendingStore::new(store.pending_tree()?);
-        let mut interrupted_actions = interrupted_actions;
+        // An approved action cut short appears in both stores (same key): told once.
+        let mut interrupted_actions: BTreeMap<String, String> = interrupted_actions
+            .into_iter()
+            .map(|entry| (entry.key, entry.tool))
+            .collect();
         for action in pending.recover()? {
             warn!(pending_id = %action.id, tool = %action.tool, "an approved action was interrupted; its outcome is unknown");
-            interrupted_actions.push(LedgerEntry {
-                key: action.key.clone(),
-                tool: action.tool.clone(),
-                args_hash: action.args_hash.clone(),
-                idempotent: false,
-                state: steward_tools::ledger::ActionState::Unknown,
-                updated_at_ms: 0,
-            });
+            interrupted_actions.insert(action.key, action.tool);
         }
         let pipeline = ToolPipeline::new(tools.clone(), budget)
             .with_ledger(ledger)
@@ -268,10 +267,10 @@ fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
 /// Tells the owner, through the trajectory, about actions whose outcome a crash left unknown.
 async fn report_interrupted_actions(
     inbox: &Inbox,
-    actions: Vec<LedgerEntry>,
+    actions: BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
-    for action in actions {
-        warn!(tool = %action.tool, key = %action.key, "an action was interrupted; its outcome is unknown and it will not be retried");
+    for (key, tool) in actions {
+        warn!(tool = %tool, key = %key, "an action was interrupted; its outcome is unknown and it will not be retried");
         let mut event = Event::new(
             Source::System,
             "system:ledger",
@@ -282,12 +281,11 @@ async fn report_interrupted_actions(
             Trust::Owner,
             Payload::Notice {
                 text: format!(
-                    "The action `{}` (ledger key {}) was interrupted by a restart. Its outcome is unknown; it was not retried. Check whether it happened before trying again.",
-                    action.tool, action.key
+                    "The action `{tool}` (ledger key {key}) was interrupted by a restart. Its outcome is unknown; it was not retried. Check whether it happened before trying again."
                 ),
             },
         );
-        event.dedupe_key = Some(format!("ledger-unknown:{}", action.key));
+        event.dedupe_key = Some(format!("ledger-unknown:{key}"));
         inbox.submit(event).await?;
     }
     Ok(())

@@ -84,6 +84,14 @@ impl ToolOutcome {
         }
     }
 
+    /// The content as text: a string as it is, anything else as JSON.
+    pub fn content_text(&self) -> String {
+        match &self.content {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self

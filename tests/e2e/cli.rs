@@ -137,6 +137,21 @@ fn send_wait_prints_the_replies_and_plain_text_gets_the_no_model_answer() {
 #[test]
 fn chat_sends_each_line_and_prints_replies() {
     let daemon = TestDaemon::start();
+    let output = chat(
+        &daemon,
+        &[
+            r#"/tool echo {"text":"one"}"#,
+            r#"/tool echo {"text":"two"}"#,
+        ],
+    );
+    assert!(output.status.success());
+    let out = stdout(&output);
+    assert!(out.contains(r#"echo: {"text":"one"}"#), "{out}");
+    assert!(out.contains(r#"echo: {"text":"two"}"#), "{out}");
+}
+
+/// Runs `steward chat` with `lines` on its standard input, until it exits.
+fn chat(daemon: &TestDaemon, lines: &[&str]) -> std::process::Output {
     let mut child = Command::new(BIN)
         .args(common_args(daemon.path()))
         .arg("chat")
@@ -145,14 +160,11 @@ fn chat_sends_each_line_and_prints_replies() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"/tool echo {{"text":"one"}}"#).unwrap();
-    writeln!(stdin, r#"/tool echo {{"text":"two"}}"#).unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
     drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let out = stdout(&output);
-    assert!(out.contains(r#"echo: {"text":"one"}"#), "{out}");
-    assert!(out.contains(r#"echo: {"text":"two"}"#), "{out}");
+    child.wait_with_output().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,21 +383,10 @@ fn events_follow_prints_arrivals_and_state_changes() {
 #[test]
 fn notify_owner_reaches_a_chat_session() {
     let daemon = TestDaemon::start();
-    let mut child = Command::new(BIN)
-        .args(common_args(daemon.path()))
-        .arg("chat")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(
-        stdin,
-        r#"/tool notify_owner {{"text":"the build is green"}}"#
-    )
-    .unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
+    let output = chat(
+        &daemon,
+        &[r#"/tool notify_owner {"text":"the build is green"}"#],
+    );
     let out = stdout(&output);
     assert!(out.contains("(notice) the build is green"), "{out}");
     assert!(out.contains(r#""delivered_to_sessions":1"#), "{out}");

@@ -3,7 +3,7 @@
 //! not when confirmed again, and not after a crash while it was in flight (it becomes
 //! `unknown`). Internal addresses are refused unless allowed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -11,23 +11,23 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{BIN, TestDaemon, common_args, stdout};
+use crate::support::{BIN, HttpRequest, TestDaemon, common_args, stdout};
 
 #[derive(Clone, Debug)]
-struct Recorded {
+pub(crate) struct Recorded {
     method: String,
     idempotency_key: Option<String>,
     body: String,
 }
 
-struct Recorder {
-    port: u16,
+pub(crate) struct Recorder {
+    pub(crate) port: u16,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl Recorder {
     /// Serves every request with 200 after `delay`, recording it on arrival.
-    fn start(delay: Duration) -> Self {
+    pub(crate) fn start(delay: Duration) -> Self {
         Self::serving(delay, "text/plain", "ok")
     }
 
@@ -40,30 +40,11 @@ impl Recorder {
             for stream in listener.incoming().flatten() {
                 let log = log.clone();
                 std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap();
-                    let method = line.split_whitespace().next().unwrap_or("").to_owned();
-                    let (mut length, mut key) = (0usize, None);
-                    loop {
-                        let mut header = String::new();
-                        reader.read_line(&mut header).unwrap();
-                        if header.trim().is_empty() {
-                            break;
-                        }
-                        let (name, value) = header.split_once(':').unwrap();
-                        match name.to_ascii_lowercase().as_str() {
-                            "content-length" => length = value.trim().parse().unwrap(),
-                            "idempotency-key" => key = Some(value.trim().to_owned()),
-                            _ => {}
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
+                    let request = HttpRequest::read(&stream);
                     log.lock().unwrap().push(Recorded {
-                        method,
-                        idempotency_key: key,
-                        body: String::from_utf8_lossy(&body).into_owned(),
+                        idempotency_key: request.header("idempotency-key").map(str::to_owned),
+                        body: String::from_utf8_lossy(&request.body).into_owned(),
+                        method: request.method,
                     });
                     std::thread::sleep(delay);
                     let mut stream = stream;
@@ -78,7 +59,7 @@ impl Recorder {
         Self { port, requests }
     }
 
-    fn seen(&self) -> Vec<Recorded> {
+    pub(crate) fn seen(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
 }

@@ -3,14 +3,14 @@
 //! whose `arguments` arrive in fragments, a usage chunk, `data: [DONE]`), and the real daemon
 //! driven through it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestDaemon, stdout};
+use crate::support::{HttpRequest, TestDaemon, stdout};
 
 struct ScriptedModel {
     port: u16,
@@ -55,25 +55,10 @@ fn serve(
     piece: usize,
     log: &Mutex<Vec<Value>>,
 ) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        if line.trim().is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
+    let request = HttpRequest::read(&stream);
     log.lock()
         .unwrap()
-        .push(serde_json::from_slice(&body).unwrap());
+        .push(serde_json::from_slice(&request.body).unwrap());
     let script = script.expect("a script for every request");
     let mut stream = stream;
     // `<<PAUSE>>` in a script holds the stream for 30 s: a slow model.
@@ -306,10 +291,10 @@ async fn cancel_drops_a_slow_stream_and_the_next_step_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
-    let server = crate::http_recorder_port();
+    let server = crate::http::Recorder::start(Duration::ZERO);
     let post = sse(&[
         chunk(json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_p", "type": "function",
-            "function": {"name": "http_request", "arguments": json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", server.0), "body": "tea"}).to_string()}}]}), None),
+            "function": {"name": "http_request", "arguments": json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", server.port), "body": "tea"}).to_string()}}]}), None),
         chunk(json!({}), Some("tool_calls")),
         usage_and_done(),
     ]
@@ -337,7 +322,11 @@ async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
         second.to_string().contains("pending_id"),
         "the model saw the pending result: {second}"
     );
-    assert_eq!(server.1(), 0, "nothing sent before the owner answers");
+    assert_eq!(
+        server.seen().len(),
+        0,
+        "nothing sent before the owner answers"
+    );
 
     let rows = stdout(&daemon.cli(&["pending", "--json"]));
     let id = serde_json::from_str::<Value>(rows.lines().next().unwrap()).unwrap()["id"]
@@ -345,7 +334,7 @@ async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
         .unwrap()
         .to_owned();
     assert!(daemon.cli(&["confirm", &id]).status.success());
-    assert_eq!(server.1(), 1);
+    assert_eq!(server.seen().len(), 1);
     wait_for_requests(&model, 3);
     let third = model.requests()[2].clone();
     assert!(

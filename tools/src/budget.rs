@@ -45,10 +45,7 @@ impl ResultBudget {
         budget: usize,
         outcome: ToolOutcome,
     ) -> ToolOutcome {
-        let text = match &outcome.content {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
+        let text = outcome.content_text();
         if text.len() <= budget {
             return outcome;
         }

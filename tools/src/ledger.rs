@@ -191,10 +191,7 @@ impl Ledger {
             | ToolStatus::Pending
             | ToolStatus::Denied
             | ToolStatus::Blocked => ActionState::Failed {
-                error: match &outcome.content {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                },
+                error: outcome.content_text(),
             },
         };
         entry.updated_at_ms = now_ms();

@@ -25,8 +25,8 @@ pub struct BrainInput<'a> {
     pub events: &'a [Event],
     /// Every item of this step so far (events, messages, calls, results).
     pub step_items: &'a [TrajectoryItem],
-    /// The most recent items of the trajectory, this step's included, oldest first: the
-    /// conversation a model sees.
+    /// The most recent items of the trajectory (`Brain::history_items` of them), this
+    /// step's included, oldest first: the conversation a model sees.
     pub history: &'a [TrajectoryItem],
     /// The calls of the previous round with their outcomes. In the first round these are
     /// the tool calls the events asked for directly (`steward tools call`), if any.
@@ -86,6 +86,12 @@ pub type BrainFuture<'a> = Pin<Box<dyn Future<Output = Result<BrainTurn, BrainEr
 pub trait Brain: Send + Sync + fmt::Debug + 'static {
     /// Shown in `steward status`.
     fn name(&self) -> &'static str;
+
+    /// How many recent trajectory items to put in `BrainInput::history`. Reading them is
+    /// work on every round, so a brain that never looks (the `none` brain) says 0.
+    fn history_items(&self) -> usize {
+        200
+    }
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a>;
 }
 

@@ -66,6 +66,10 @@ impl Brain for NoneBrain {
         "none"
     }
 
+    fn history_items(&self) -> usize {
+        0
+    }
+
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
         Box::pin(async move {
             let mut turn = BrainTurn {
@@ -116,10 +120,7 @@ fn describe_outcome(tool: &str, outcome: &ToolOutcome) -> String {
 }
 
 fn describe_status(tool: &str, outcome: &ToolOutcome) -> String {
-    let content = match &outcome.content {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let content = outcome.content_text();
     match outcome.status {
         ToolStatus::Ok => format!("{tool}: {content}"),
         ToolStatus::Error => format!("{tool} failed: {content}"),

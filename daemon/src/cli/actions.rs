@@ -27,13 +27,7 @@ fn print_row(row: &PendingRow, json: bool) {
         println!("    {reason}");
     }
     if let Some(result) = &row.result {
-        println!(
-            "    result: {}",
-            match &result.content {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            }
-        );
+        println!("    result: {}", result.content_text());
     }
 }
 
@@ -119,10 +113,7 @@ pub async fn call_tool(
 }
 
 fn print_outcome(outcome: &ToolOutcome, json: bool) -> ExitCode {
-    let text = match &outcome.content {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let text = outcome.content_text();
     let (name, succeeded) = match outcome.status {
         ToolStatus::Ok => ("ok", true),
         ToolStatus::Pending => ("pending", true),

@@ -125,7 +125,10 @@ impl StepRunner {
             direct.into_iter().zip(outcomes).collect()
         };
         for round in 0..self.max_rounds {
-            let history = trajectory.list(Some(HISTORY_ITEMS))?;
+            let history = match self.brain.history_items() {
+                0 => Vec::new(),
+                n => trajectory.list(Some(n))?,
+            };
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
@@ -228,9 +231,6 @@ impl StepRunner {
         Ok(outcomes)
     }
 }
-
-/// How many recent trajectory items a model sees (compaction comes with the context budget).
-const HISTORY_ITEMS: usize = 200;
 
 /// Higher is less trusted.
 fn trust_rank(trust: Trust) -> u8 {
