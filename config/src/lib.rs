@@ -38,7 +38,8 @@ pub struct ToolsConfig {
     pub confirm_expiry: Duration,
     /// `[[tools.policy]]`, first match wins.
     pub policy: Vec<PolicyRuleConfig>,
-    /// `tools.ledger_retention_days`: how long settled ledger records are kept.
+    /// `tools.ledger_retention_days`: how long settled ledger records (and answered
+    /// confirmation requests) are kept.
     pub ledger_retention: Duration,
     /// `tools.plan_mode`: only read-only tools run (look, don't touch).
     pub plan_mode: bool,

@@ -181,6 +181,7 @@ impl Core {
             builtin::register_http(builder, config.tools.http_allow_hosts.clone()).build()?,
         );
         let pending = PendingStore::new(store.pending_tree()?);
+        pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.
         let mut interrupted_actions: BTreeMap<String, String> = interrupted_actions
             .into_iter()

@@ -196,6 +196,22 @@ impl PendingStore {
         Ok(expired)
     }
 
+    /// Removes answered actions (anything not `pending` or `approved`) requested longer ago
+    /// than `retention`, so listing and the expiry scan stay bounded.
+    pub fn purge(&self, retention: std::time::Duration) -> Result<usize, PendingError> {
+        let cutoff =
+            Utc::now() - ChronoDuration::from_std(retention).unwrap_or(ChronoDuration::days(7));
+        let mut removed = 0;
+        for action in self.list()? {
+            let open = matches!(action.state, PendingState::Pending | PendingState::Approved);
+            if !open && action.requested_at <= cutoff {
+                self.tree.remove(action.id.as_bytes())?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// At start: an action approved but never finished (a crash while it ran) is `unknown`.
     pub fn recover(&self) -> Result<Vec<PendingAction>, PendingError> {
         let mut unknown = Vec::new();
@@ -304,5 +320,11 @@ mod tests {
         assert_eq!(expired[0].id, action.id);
         assert_eq!(store.get(&action.id).unwrap().state, PendingState::Expired);
         assert_eq!(store.get(&later.id).unwrap().state, PendingState::Pending);
+        assert_eq!(
+            store.purge(std::time::Duration::ZERO).unwrap(),
+            1,
+            "only the answered one goes"
+        );
+        assert_eq!(store.list().unwrap().len(), 2);
     }
 }
