@@ -86,7 +86,8 @@ pub struct InboxConfig {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatcherConfig {
-    pub max_rounds_per_step: u32,
+    /// Model calls in one turn (a trajectory step) before it is ended with a message.
+    pub max_steps_per_turn: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,13 +95,15 @@ pub struct LaneConfig {
     pub max_parallel: usize,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelProvider {
     /// No LLM: slash commands and rules only.
     None,
     /// An OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, vLLM, llama.cpp,
     /// LM Studio, OpenRouter…).
     OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +116,30 @@ pub struct ModelConfig {
     pub api_key: ApiKeySource,
     /// Longest wait for the start of a response, and between two streamed chunks.
     pub timeout: Duration,
+    /// How many tokens the model reads at most; the trajectory is compacted to fit.
+    pub context_window_tokens: u64,
+    /// The longest answer asked for (Anthropic requires it); reserved out of the window.
+    pub max_output_tokens: u64,
+}
+
+/// The context window of well-known models, for when `context_window_tokens` is not set.
+/// Unknown models (most local ones) get a conservative 32k.
+pub fn known_context_window(provider: ModelProvider, model: &str) -> u64 {
+    let model = model.to_ascii_lowercase();
+    let name = model.rsplit('/').next().unwrap_or(&model);
+    if provider == ModelProvider::Anthropic || name.starts_with("claude") {
+        200_000
+    } else if name.starts_with("gpt-4.1") {
+        1_047_576
+    } else if name.starts_with("gpt-5") {
+        400_000
+    } else if name.starts_with("o1") || name.starts_with("o3") || name.starts_with("o4") {
+        200_000
+    } else if name.starts_with("gpt-4o") || name.starts_with("gpt-4-turbo") {
+        128_000
+    } else {
+        32_768
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -94,13 +94,13 @@ impl Default for RawInbox {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawDispatcher {
-    pub max_rounds_per_step: Spanned<u64>,
+    pub max_steps_per_turn: Spanned<u64>,
 }
 
 impl Default for RawDispatcher {
     fn default() -> Self {
         Self {
-            max_rounds_per_step: Spanned::new(0..0, 16),
+            max_steps_per_turn: Spanned::new(0..0, 25),
         }
     }
 }
@@ -128,6 +128,8 @@ pub(crate) struct RawModel {
     pub api_key_env: Option<String>,
     pub api_key_file: Option<String>,
     pub timeout_secs: Spanned<u64>,
+    pub context_window_tokens: Option<Spanned<u64>>,
+    pub max_output_tokens: Spanned<u64>,
 }
 
 impl Default for RawModel {
@@ -139,6 +141,8 @@ impl Default for RawModel {
             api_key_env: None,
             api_key_file: None,
             timeout_secs: Spanned::new(0..0, 120),
+            context_window_tokens: None,
+            max_output_tokens: Spanned::new(0..0, 4096),
         }
     }
 }

@@ -61,6 +61,12 @@ fn errors_name_the_key_and_the_line() {
         ),
         ("[model]\nprovider = \"gpt\"\n", "model.provider", ":2:"),
         (
+            "[model]\nprovider = \"anthropic\"\nmodel = \"claude\"\nmax_output_tokens = 4096\ncontext_window_tokens = 5000\n",
+            "model.context_window_tokens",
+            ":5:",
+        ),
+        ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
+        (
             "[daemon]\nlog_format = \"xml\"\n",
             "daemon.log_format",
             ":2:",
@@ -124,7 +130,7 @@ dedupe_retention_days = 1
 capacity = 5
 
 [dispatcher]
-max_rounds_per_step = 2
+max_steps_per_turn = 2
 
 [lanes]
 max_parallel = 1
@@ -167,4 +173,35 @@ fn a_missing_file_means_defaults_and_an_unreadable_one_is_an_error() {
     assert_eq!(Config::load(&dir.path().join("absent.toml")).unwrap(), None);
     let err = Config::load(dir.path()).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+}
+
+#[test]
+fn anthropic_defaults_its_endpoint_and_window() {
+    let config = Config::from_toml(
+        "[model]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\napi_key_env = \"K\"\n",
+        Some(Path::new("steward.toml")),
+    )
+    .unwrap();
+    assert_eq!(config.model.provider, ModelProvider::Anthropic);
+    assert_eq!(config.model.base_url, "https://api.anthropic.com/v1");
+    assert_eq!(config.model.context_window_tokens, 200_000);
+    assert_eq!(config.model.max_output_tokens, 4096);
+}
+
+#[test]
+fn known_models_have_their_context_windows() {
+    let table = [
+        (ModelProvider::OpenAi, "gpt-4o-mini", 128_000),
+        (ModelProvider::OpenAi, "openai/gpt-4.1", 1_047_576),
+        (ModelProvider::OpenAi, "anthropic/claude-3.5-haiku", 200_000),
+        (ModelProvider::OpenAi, "qwen2.5:7b", 32_768),
+        (ModelProvider::Anthropic, "some-future-model", 200_000),
+    ];
+    for (provider, model, window) in table {
+        assert_eq!(
+            known_context_window(provider, model),
+            window,
+            "{provider:?} {model}"
+        );
+    }
 }

@@ -7,11 +7,15 @@ use std::time::Duration;
 use steward_events::{FieldMatch, Source, Trust, Urgency, UrgencyRule};
 use toml::Spanned;
 
+/// Where Anthropic's Messages API lives when `base_url` is not set.
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+
 use crate::error::{ConfigError, line_of};
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
     ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolsConfig,
+    known_context_window,
 };
 
 pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
@@ -71,9 +75,9 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         capacity: in_range("inbox.capacity", &raw.inbox.capacity, 1, 10_000_000)? as usize,
     };
     let dispatcher = DispatcherConfig {
-        max_rounds_per_step: in_range(
-            "dispatcher.max_rounds_per_step",
-            &raw.dispatcher.max_rounds_per_step,
+        max_steps_per_turn: in_range(
+            "dispatcher.max_steps_per_turn",
+            &raw.dispatcher.max_steps_per_turn,
             1,
             1000,
         )? as u32,
@@ -84,11 +88,14 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let provider = match raw.model.provider.get_ref().as_str() {
         "none" => ModelProvider::None,
         "openai" => ModelProvider::OpenAi,
+        "anthropic" => ModelProvider::Anthropic,
         other => {
             return Err(ConfigError::invalid(
                 "model.provider",
                 at(raw.model.provider.span()),
-                format!("{other:?} is not a supported provider; expected \"none\" or \"openai\""),
+                format!(
+                    "{other:?} is not a supported provider; expected \"none\", \"openai\" or \"anthropic\""
+                ),
             ));
         }
     };
@@ -109,7 +116,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             ),
         )),
     };
-    let base_url = required("base_url", &raw.model.base_url)?;
+    let base_url = match (&raw.model.base_url, provider) {
+        (None, ModelProvider::Anthropic) => ANTHROPIC_BASE_URL.to_owned(),
+        (value, _) => required("base_url", value)?,
+    };
     if provider != ModelProvider::None
         && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
     {
@@ -119,8 +129,26 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             format!("{base_url:?} is not an http(s) URL"),
         ));
     }
+    let model_name = required("model", &raw.model.model)?;
+    let max_output_tokens = in_range(
+        "model.max_output_tokens",
+        &raw.model.max_output_tokens,
+        16,
+        1_000_000,
+    )?;
+    let context_window_tokens = match &raw.model.context_window_tokens {
+        Some(window) => in_range(
+            "model.context_window_tokens",
+            window,
+            max_output_tokens * 2,
+            100_000_000,
+        )?,
+        None => known_context_window(provider, &model_name).max(max_output_tokens * 2),
+    };
     let model = ModelConfig {
-        model: required("model", &raw.model.model)?,
+        model: model_name,
+        context_window_tokens,
+        max_output_tokens,
         base_url: base_url.trim_end_matches('/').to_owned(),
         provider,
         api_key: match (raw.model.api_key_env, raw.model.api_key_file) {

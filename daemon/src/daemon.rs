@@ -23,10 +23,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::brain::{Brain, NoneBrain, OpenAiBrain};
+use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
 use crate::channels::user::{self, UserChannel};
 use crate::confirmations::Confirmations;
-use crate::dispatcher::{Dispatcher, Lanes, StepRunner};
+use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
 use crate::instance_lock::InstanceLock;
 use crate::notify::{self, Heartbeat};
 use crate::paths;
@@ -203,6 +203,7 @@ impl Core {
         let brain: Arc<dyn Brain> = match config.model.provider {
             ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
             ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(&config.model)?),
+            ModelProvider::Anthropic => Arc::new(AnthropicBrain::new(&config.model)?),
         };
         status.set_brain(brain.name());
         let confirmations = Arc::new(Confirmations {
@@ -216,7 +217,7 @@ impl Core {
             brain,
             pipeline: pipeline.clone(),
             replies: replies.clone(),
-            max_rounds: config.dispatcher.max_rounds_per_step,
+            max_model_calls: config.dispatcher.max_steps_per_turn,
             files,
             usage: status.clone(),
             mode: if config.tools.plan_mode {
@@ -224,6 +225,9 @@ impl Core {
             } else {
                 Mode::Normal
             },
+            prompt_budget: config.model.context_window_tokens - config.model.max_output_tokens,
+            estimator: TokenEstimator::default(),
+            main_view: Default::default(),
         });
         let lanes = Lanes::new(
             inbox.clone(),

@@ -90,6 +90,13 @@ pub enum ItemKind {
         by: Option<EventId>,
         reason: String,
     },
+    /// A model-made summary of the items up to `covers_through` (a seq), which the brain
+    /// sees instead of them once the conversation outgrew the context budget. The items
+    /// themselves stay on disk.
+    Summary {
+        text: String,
+        covers_through: u64,
+    },
 }
 
 impl ItemKind {
@@ -102,6 +109,7 @@ impl ItemKind {
             ItemKind::StepStarted { .. } => "step_started",
             ItemKind::StepCompleted => "step_completed",
             ItemKind::StepCancelled { .. } => "step_cancelled",
+            ItemKind::Summary { .. } => "summary",
         }
     }
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, ToolContract};
+use crate::contract::{Concurrency, Tier, ToolContract};
 use crate::error::ToolError;
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
@@ -59,6 +59,8 @@ pub struct ToolSpec {
     pub parameters: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_guidance: Option<String>,
+    /// Deferred tools are shown to the model by name only.
+    pub tier: Tier,
 }
 
 pub(crate) struct RegisteredTool {
@@ -203,6 +205,7 @@ impl ToolRegistry {
                 description: t.contract.description.clone(),
                 parameters: t.contract.parameters.clone(),
                 usage_guidance: t.contract.usage_guidance.clone(),
+                tier: t.contract.tier,
             })
             .collect()
     }

@@ -1,20 +1,28 @@
 //! The brain: given the step so far and the visible tools, it answers with messages and/or
 //! tool calls. The dispatcher's step loop ([`crate::dispatcher`]) drives it; providers that
 //! talk to an LLM implement the same trait. [`NoneBrain`] is the brain without a model.
+//!
+//! Providers share [`prompt`] (what is said) and [`transport`] (how it travels, retries);
+//! each owns only its JSON shapes and its stream decoder.
 
+mod anthropic;
 mod none;
 mod openai;
+pub mod prompt;
 mod sse;
+mod transport;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
+use serde_json::Value;
 use steward_events::{Event, EventId, ToolCallRequest, ToolOutcome, TrajectoryId, TrajectoryItem};
 use steward_tools::ToolSpec;
 
+pub use anthropic::AnthropicBrain;
 pub use none::NoneBrain;
-pub use openai::{OpenAiBrain, SYSTEM_TEXT, render_messages};
+pub use openai::OpenAiBrain;
 
 /// What the brain sees for one round of a step.
 #[derive(Debug)]
@@ -23,10 +31,8 @@ pub struct BrainInput<'a> {
     pub step: u64,
     /// The events merged for this step, in arrival order.
     pub events: &'a [Event],
-    /// Every item of this step so far (events, messages, calls, results).
-    pub step_items: &'a [TrajectoryItem],
-    /// The most recent items of the trajectory (`Brain::history_items` of them), this
-    /// step's included, oldest first: the conversation a model sees.
+    /// The conversation a model sees, oldest first, this step's items included: recent
+    /// items (at most `Brain::history_items`), possibly opened by a summary of older ones.
     pub history: &'a [TrajectoryItem],
     /// The calls of the previous round with their outcomes. In the first round these are
     /// the tool calls the events asked for directly (`steward tools call`), if any.
@@ -83,6 +89,15 @@ pub enum BrainError {
 
 pub type BrainFuture<'a> = Pin<Box<dyn Future<Output = Result<BrainTurn, BrainError>> + Send + 'a>>;
 
+/// A model-written summary of older conversation (context compaction).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub text: String,
+    pub usage: Option<TokenUsage>,
+}
+
+pub type SummaryFuture<'a> = Pin<Box<dyn Future<Output = Result<Summary, BrainError>> + Send + 'a>>;
+
 pub trait Brain: Send + Sync + fmt::Debug + 'static {
     /// Shown in `steward status`.
     fn name(&self) -> &'static str;
@@ -90,9 +105,54 @@ pub trait Brain: Send + Sync + fmt::Debug + 'static {
     /// How many recent trajectory items to put in `BrainInput::history`. Reading them is
     /// work on every round, so a brain that never looks (the `none` brain) says 0.
     fn history_items(&self) -> usize {
-        200
+        1000
     }
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a>;
+
+    /// Summarizes a transcript of older conversation so it can stand in for it. Brains
+    /// without a model never see history (`history_items` 0), so they are never asked.
+    fn summarize(&self, _transcript: String) -> SummaryFuture<'_> {
+        Box::pin(async {
+            Err(BrainError::Rejected(
+                "this brain cannot write summaries".into(),
+            ))
+        })
+    }
+}
+
+impl transport::Answer {
+    /// The turn a completed answer makes: its text answers the step's events, its calls
+    /// come from the first of them.
+    fn into_turn(self, events: &[Event]) -> BrainTurn {
+        let origin = events.first().map(|e| e.id);
+        let mut turn = BrainTurn {
+            usage: self.usage,
+            ..BrainTurn::default()
+        };
+        if !self.text.trim().is_empty() {
+            turn.messages.push(AssistantMessage {
+                text: self.text,
+                reply_to: events.iter().map(|e| e.id).collect(),
+            });
+        }
+        turn.tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|c| !c.name.is_empty())
+            .map(|c| ToolCallRequest {
+                call_id: if c.id.is_empty() { new_call_id() } else { c.id },
+                tool: c.name,
+                // Arguments that are not JSON reach the pipeline as a string and fail its
+                // validation, which tells the model what was wrong.
+                args: match c.arguments.trim() {
+                    "" => Value::Object(Default::default()),
+                    text => serde_json::from_str(text).unwrap_or(Value::String(c.arguments)),
+                },
+                origin,
+            })
+            .collect();
+        turn
+    }
 }
 
 /// A fresh, unique id for a tool call.

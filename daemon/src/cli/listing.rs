@@ -159,6 +159,10 @@ fn print_item(item: &TrajectoryItem) {
         }
         ItemKind::StepCompleted => format!("step {}", item.step),
         ItemKind::StepCancelled { reason, .. } => format!("step {}: {reason}", item.step),
+        ItemKind::Summary {
+            text,
+            covers_through,
+        } => format!("items up to {covers_through}: {text}"),
     };
     println!(
         "{:>6}  {}  {:<14} {}",

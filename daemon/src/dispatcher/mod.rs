@@ -14,6 +14,7 @@
 //! ("interrupted") on the next start and then run again for the same events, so no message
 //! to the owner is silently left unanswered.
 
+mod context;
 mod lane;
 mod step;
 
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+pub use context::TokenEstimator;
 pub use lane::Lanes;
 pub use step::{StepReport, StepRunner};
 

@@ -1,6 +1,11 @@
-//! One step of a trajectory: brain → tool calls (through the pipeline, in batches) →
-//! results → brain again, until the brain answers without calls, the round limit is hit, or
-//! the step's cancel token fires. Used by the main trajectory and by side lanes alike.
+//! One step of a trajectory — a turn, in the model's terms: brain → tool calls (through the
+//! pipeline, in batches) → results → brain again, until the brain answers without calls,
+//! `dispatcher.max_steps_per_turn` model calls were made (the owner is told), or the step's
+//! cancel token fires. Used by the main trajectory and by side lanes alike.
+//!
+//! What the brain sees is a [`ContextView`]: loaded from the store once, extended as the
+//! step records items, compacted when it outgrows the budget. The main trajectory's view is
+//! kept between steps (only what was appended since is read); lanes load their own.
 
 use std::sync::Arc;
 
@@ -11,9 +16,10 @@ use steward_tools::files::FileAccess;
 use steward_tools::policy::Mode;
 use steward_tools::{ExecutionContext, ToolPipeline};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
-use crate::brain::{Brain, BrainInput, new_call_id};
+use super::context::{ContextView, TokenEstimator};
+use crate::brain::{Brain, BrainInput, new_call_id, prompt};
 use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
@@ -23,11 +29,17 @@ pub struct StepRunner {
     pub brain: Arc<dyn Brain>,
     pub pipeline: ToolPipeline,
     pub replies: ReplyHub,
-    pub max_rounds: u32,
+    /// Model calls in one turn (`dispatcher.max_steps_per_turn`).
+    pub max_model_calls: u32,
     pub files: Arc<FileAccess>,
     pub mode: Mode,
     /// Where token usage is reported (`steward status`).
     pub usage: Arc<crate::status::StatusBoard>,
+    /// Tokens a prompt may take: the context window minus the answer's reserve.
+    pub prompt_budget: u64,
+    pub estimator: TokenEstimator,
+    /// The main trajectory's view between its steps.
+    pub main_view: std::sync::Mutex<Option<ContextView>>,
 }
 
 /// How a step ended, and the last thing the assistant said in it.
@@ -47,10 +59,26 @@ impl StepRunner {
         cancel: CancellationToken,
     ) -> StepReport {
         let mut last_message = None;
-        let end = match self
-            .rounds(trajectory, step, events, items, &cancel, &mut last_message)
-            .await
-        {
+        let result = match self.open_view(trajectory, items) {
+            Ok(mut view) => {
+                let end = self
+                    .rounds(
+                        trajectory,
+                        step,
+                        events,
+                        &mut view,
+                        &cancel,
+                        &mut last_message,
+                    )
+                    .await;
+                if end.is_ok() && trajectory.id().is_main() {
+                    *self.main_view.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+                }
+                end
+            }
+            Err(e) => Err(e),
+        };
+        let end = match result {
             Ok(end) => end,
             Err(StepError::Brain(crate::brain::BrainError::Unavailable(error))) => {
                 warn!(trajectory = %trajectory.id(), step, error = %error, "the model is unavailable; the step will run again");
@@ -71,11 +99,14 @@ impl StepRunner {
         trajectory: &Trajectory,
         step: u64,
         events: &[Event],
-        mut items: Vec<TrajectoryItem>,
+        view: &mut ContextView,
         cancel: &CancellationToken,
         last_message: &mut Option<String>,
     ) -> Result<StepEnd, StepError> {
         let tools = self.pipeline.registry().specs(!trajectory.id().is_main());
+        // The prompt's constant part: system text and tool schemas.
+        let fixed_bytes = prompt::system_text(&tools).len()
+            + serde_json::to_string(&tools).map_or(0, |t| t.len());
         let mut ctx = ExecutionContext {
             files: self.files.clone(),
             trajectory: trajectory.id().clone(),
@@ -109,7 +140,7 @@ impl StepRunner {
             Vec::new()
         } else {
             let outcomes = self
-                .run_calls(trajectory, step, &direct, &mut ctx, &mut items)
+                .run_calls(trajectory, step, &direct, &mut ctx, view)
                 .await?;
             for (call, outcome) in direct.iter().zip(&outcomes) {
                 if let Some(origin) = call.origin {
@@ -124,17 +155,20 @@ impl StepRunner {
             }
             direct.into_iter().zip(outcomes).collect()
         };
-        for round in 0..self.max_rounds {
-            let history = match self.brain.history_items() {
-                0 => Vec::new(),
-                n => trajectory.list(Some(n))?,
-            };
+        for round in 0..self.max_model_calls {
+            if self.brain.history_items() > 0
+                && !self
+                    .fit_context(trajectory, step, view, fixed_bytes, cancel)
+                    .await?
+            {
+                return Ok(cancelled());
+            }
+            let prompt_bytes = fixed_bytes + view.bytes();
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
                 events,
-                step_items: &items,
-                history: &history,
+                history: view.items(),
                 last_round: &last_round,
                 round,
                 tools: &tools,
@@ -146,6 +180,7 @@ impl StepRunner {
             };
             if let Some(usage) = turn.usage {
                 self.usage.record(usage);
+                self.estimator.calibrate(prompt_bytes, usage.input);
             }
             for message in turn.messages {
                 let item = trajectory.append(
@@ -155,7 +190,7 @@ impl StepRunner {
                         reply_to: message.reply_to.clone(),
                     },
                 )?;
-                items.push(item);
+                view.push(item);
                 *last_message = Some(message.text.clone());
                 self.replies.announce(Announcement::Reply {
                     text: message.text,
@@ -166,7 +201,7 @@ impl StepRunner {
                 return Ok(StepEnd::Completed);
             }
             let outcomes = self
-                .run_calls(trajectory, step, &turn.tool_calls, &mut ctx, &mut items)
+                .run_calls(trajectory, step, &turn.tool_calls, &mut ctx, view)
                 .await?;
             if cancel.is_cancelled() {
                 return Ok(cancelled());
@@ -174,17 +209,17 @@ impl StepRunner {
             last_round = turn.tool_calls.into_iter().zip(outcomes).collect();
         }
         let text = format!(
-            "Stopped this step after {} rounds of tool calls (dispatcher.max_rounds_per_step).",
-            self.max_rounds
+            "I stopped working on this after {} model calls without a final answer (dispatcher.max_steps_per_turn). Tell me if I should go on.",
+            self.max_model_calls
         );
         let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
-        trajectory.append(
+        view.push(trajectory.append(
             step,
             ItemKind::Assistant {
                 text: text.clone(),
                 reply_to: reply_to.clone(),
             },
-        )?;
+        )?);
         self.replies
             .announce(Announcement::Reply { text, reply_to });
         Ok(StepEnd::Completed)
@@ -199,10 +234,10 @@ impl StepRunner {
         step: u64,
         calls: &[ToolCallRequest],
         ctx: &mut ExecutionContext,
-        items: &mut Vec<TrajectoryItem>,
+        view: &mut ContextView,
     ) -> Result<Vec<ToolOutcome>, StepError> {
         for call in calls {
-            items.push(trajectory.append(
+            view.push(trajectory.append(
                 step,
                 ItemKind::ToolCall {
                     call_id: call.call_id.clone(),
@@ -217,7 +252,7 @@ impl StepRunner {
             ctx.step_trust = Trust::Untrusted;
         }
         for (call, outcome) in calls.iter().zip(&outcomes) {
-            items.push(trajectory.append(
+            view.push(trajectory.append(
                 step,
                 ItemKind::ToolResult {
                     call_id: call.call_id.clone(),
@@ -229,6 +264,80 @@ impl StepRunner {
             )?);
         }
         Ok(outcomes)
+    }
+}
+
+impl StepRunner {
+    /// The view this step starts from; `step_items` are the items the dispatcher recorded
+    /// for it (already in the store).
+    fn open_view(
+        &self,
+        trajectory: &Trajectory,
+        step_items: Vec<TrajectoryItem>,
+    ) -> Result<ContextView, StepError> {
+        let max_items = self.brain.history_items();
+        if max_items == 0 {
+            return Ok(ContextView::new(step_items));
+        }
+        let cached = if trajectory.id().is_main() {
+            self.main_view
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        } else {
+            None
+        };
+        Ok(match cached {
+            Some(mut view) => {
+                let last = view.items().last().map_or(0, |i| i.seq);
+                for item in trajectory.after(last)? {
+                    view.push(item);
+                }
+                view
+            }
+            None => ContextView::new(trajectory.context_items(max_items)?),
+        })
+    }
+
+    /// Compacts the view when it outgrew the budget (see [`super::context`]). `false` when
+    /// the step was cancelled meanwhile.
+    async fn fit_context(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        view: &mut ContextView,
+        fixed_bytes: usize,
+        cancel: &CancellationToken,
+    ) -> Result<bool, StepError> {
+        let Some(cut) = view.cut(fixed_bytes, self.prompt_budget, &self.estimator) else {
+            return Ok(true);
+        };
+        let covered = &view.items()[..cut];
+        let covers_through = covered
+            .iter()
+            .filter(|i| !matches!(i.kind, ItemKind::Summary { .. }))
+            .map(|i| i.seq)
+            .max()
+            .unwrap_or(0);
+        let transcript = prompt::transcript(covered);
+        let summary = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(false),
+            summary = self.brain.summarize(transcript) => summary?,
+        };
+        if let Some(usage) = summary.usage {
+            self.usage.record(usage);
+        }
+        info!(trajectory = %trajectory.id(), step, items = cut, covers_through, "compacted the model's context into a summary");
+        let item = trajectory.append(
+            step,
+            ItemKind::Summary {
+                text: summary.text,
+                covers_through,
+            },
+        )?;
+        view.compact(cut, item);
+        Ok(true)
     }
 }
 

@@ -277,3 +277,46 @@ async fn concurrent_submits_and_settles_do_not_deadlock() {
     assert_eq!(inbox.pending_count(), 0);
     assert_eq!(trajectory.list(None).unwrap().len(), 1600);
 }
+
+#[tokio::test]
+async fn the_model_context_starts_at_the_latest_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _inbox) = open(dir.path(), 10, DAY);
+    let trajectory = Trajectory::main(&store).unwrap();
+    let text = |t: &str| steward_events::ItemKind::Assistant {
+        text: t.into(),
+        reply_to: vec![],
+    };
+    let summary = |t: &str, covers_through| steward_events::ItemKind::Summary {
+        text: t.into(),
+        covers_through,
+    };
+    for t in ["a", "b", "c"] {
+        trajectory.append(1, text(t)).unwrap(); // seq 1..=3
+    }
+    trajectory.append(1, summary("ab", 2)).unwrap(); // 4: c stays in view
+    trajectory.append(2, text("d")).unwrap(); // 5
+    let names = |items: Vec<steward_events::TrajectoryItem>| {
+        items
+            .into_iter()
+            .map(|i| match i.kind {
+                steward_events::ItemKind::Assistant { text, .. } => text,
+                steward_events::ItemKind::Summary { text, .. } => format!("S:{text}"),
+                other => other.name().to_owned(),
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(trajectory.context_items(100).unwrap()),
+        ["S:ab", "c", "d"]
+    );
+    // A newer summary covers the older one.
+    trajectory.append(2, summary("abc", 3)).unwrap(); // 6
+    trajectory.append(2, text("e")).unwrap(); // 7
+    assert_eq!(
+        names(trajectory.context_items(100).unwrap()),
+        ["S:abc", "d", "e"]
+    );
+    // The item bound is a safety net for a trajectory that was never compacted.
+    assert_eq!(names(trajectory.context_items(1).unwrap()), ["e"]);
+}

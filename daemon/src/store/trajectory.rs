@@ -134,6 +134,37 @@ impl Trajectory {
         Ok(items)
     }
 
+    /// The items a model sees, oldest first: back to the latest summary, which comes first
+    /// and stands in for everything it covers (older summaries included) — or back `max`
+    /// items, if that comes first.
+    pub fn context_items(&self, max: usize) -> Result<Vec<TrajectoryItem>, StoreError> {
+        let mut items = Vec::new();
+        let mut summary: Option<TrajectoryItem> = None;
+        for entry in self.tree.scan_prefix(&self.prefix).rev() {
+            let item: TrajectoryItem = decode("trajectory", &entry?.1)?;
+            match (&item.kind, &summary) {
+                (
+                    _,
+                    Some(TrajectoryItem {
+                        kind: ItemKind::Summary { covers_through, .. },
+                        ..
+                    }),
+                ) if item.seq <= *covers_through => break,
+                (ItemKind::Summary { .. }, None) => summary = Some(item),
+                (ItemKind::Summary { .. }, Some(_)) => {}
+                _ => {
+                    items.push(item);
+                    if items.len() >= max {
+                        break;
+                    }
+                }
+            }
+        }
+        items.extend(summary);
+        items.reverse();
+        Ok(items)
+    }
+
     /// Items with a seq greater than `seq`, oldest first.
     pub fn after(&self, seq: u64) -> Result<Vec<TrajectoryItem>, StoreError> {
         let mut end = self.prefix.clone();

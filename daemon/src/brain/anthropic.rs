@@ -1,0 +1,283 @@
+//! Anthropic's Messages API: the conversation as `user`/`assistant` messages of content
+//! blocks (`text`, `tool_use`, `tool_result`), tools with `input_schema`, the answer streamed
+//! as named events — `message_start` (input usage), `content_block_start` (a text or
+//! `tool_use` block at an index), `content_block_delta` (`text_delta`, or `input_json_delta`
+//! whose `partial_json` fragments make the tool input), `content_block_stop`,
+//! `message_delta` (stop reason, output usage), `message_stop`, `ping`, `error`.
+//!
+//! Caching: a `cache_control` breakpoint on the system block caches the stable prefix
+//! (tools, then system — the order Anthropic builds the prompt in); a second on the last
+//! block of the conversation lets each step reuse the previous step's prefix.
+//!
+//! An `error` event inside a 200 stream (`overloaded_error`, `api_error`, …) is retried like
+//! the HTTP status it stands for; request errors (`invalid_request_error`, auth) are final.
+
+use serde_json::{Value, json};
+use steward_config::ModelConfig;
+use steward_tools::ToolSpec;
+
+use super::prompt::{self, Turn};
+use super::sse::SseEvent;
+use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, parse_chunk};
+use super::{Brain, BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUsage};
+
+const API_VERSION: &str = "2023-06-01";
+
+#[derive(Debug)]
+pub struct AnthropicBrain {
+    endpoint: Endpoint,
+    model: String,
+    max_tokens: u64,
+}
+
+impl AnthropicBrain {
+    pub fn new(config: &ModelConfig) -> Result<Self, BrainError> {
+        let mut headers = vec![("anthropic-version", API_VERSION.to_owned())];
+        if let Some(key) = super::transport::load_api_key(&config.api_key)? {
+            headers.push(("x-api-key", key));
+        }
+        Ok(Self {
+            endpoint: Endpoint::new(
+                format!("{}/messages", config.base_url),
+                headers,
+                config.timeout,
+            )?,
+            model: config.model.clone(),
+            max_tokens: config.max_output_tokens,
+        })
+    }
+
+    /// The request body: tools and system (the cached prefix), then the messages.
+    pub fn request_body(&self, system: &str, turns: &[Turn], tools: &[ToolSpec]) -> Value {
+        let tools: Vec<Value> = prompt::shown_tools(tools)
+            .map(|t| {
+                json!({"name": t.name, "description": prompt::tool_description(t), "input_schema": t.parameters})
+            })
+            .collect();
+        let mut messages: Vec<Value> = turns.iter().map(render_turn).collect();
+        if let Some(block) = messages
+            .last_mut()
+            .and_then(|m| m["content"].as_array_mut())
+            .and_then(|blocks| blocks.last_mut())
+        {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "messages": messages,
+            "stream": true,
+        });
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+        }
+        body
+    }
+
+    async fn call(&self, body: Value) -> Result<Answer, BrainError> {
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))?;
+        self.endpoint.stream::<EventDecoder>(body).await
+    }
+}
+
+impl Brain for AnthropicBrain {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
+        Box::pin(async move {
+            let body = self.request_body(
+                &prompt::system_text(input.tools),
+                &prompt::conversation(input.history),
+                input.tools,
+            );
+            Ok(self.call(body).await?.into_turn(input.events))
+        })
+    }
+
+    fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
+        Box::pin(async move {
+            let turns = [Turn::User {
+                results: Vec::new(),
+                texts: vec![transcript],
+            }];
+            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, &turns, &[]);
+            let answer = self.call(body).await?;
+            Ok(Summary {
+                text: answer.text,
+                usage: answer.usage,
+            })
+        })
+    }
+}
+
+fn render_turn(turn: &Turn) -> Value {
+    match turn {
+        // Tool results first, as the API requires, then any text that came after them.
+        Turn::User { results, texts } => {
+            let blocks: Vec<Value> = results
+                .iter()
+                .map(|r| json!({"type": "tool_result", "tool_use_id": r.id, "content": r.content, "is_error": r.is_error}))
+                .chain(texts.iter().map(|t| json!({"type": "text", "text": t})))
+                .collect();
+            json!({"role": "user", "content": blocks})
+        }
+        Turn::Assistant { texts, calls } => {
+            let blocks: Vec<Value> = texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t}))
+                .chain(calls.iter().map(|c| {
+                    // `input` must be an object; arguments that were not JSON are kept
+                    // visible to the model instead of being silently replaced.
+                    let input = match &c.args {
+                        Value::Object(_) => c.args.clone(),
+                        other => json!({"invalid_arguments": other}),
+                    };
+                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+                }))
+                .collect();
+            json!({"role": "assistant", "content": blocks})
+        }
+    }
+}
+
+/// A content block of the answer as it streams in, by its index.
+#[derive(Debug)]
+enum Block {
+    Text,
+    ToolUse(usize),
+    /// Thinking and other blocks Steward does not use.
+    Other,
+}
+
+#[derive(Debug, Default)]
+struct EventDecoder {
+    answer: Answer,
+    blocks: Vec<Block>,
+    usage: TokenUsage,
+    started: bool,
+    stopped: bool,
+}
+
+impl EventDecoder {
+    fn block(&self, value: &Value) -> Option<&Block> {
+        let index = value.get("index").and_then(Value::as_u64)? as usize;
+        self.blocks.get(index)
+    }
+}
+
+impl StreamDecoder for EventDecoder {
+    fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure> {
+        let value = parse_chunk(event)?;
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
+        let count = |v: &Value, path: &str| v.pointer(path).and_then(Value::as_u64).unwrap_or(0);
+        match kind {
+            "message_start" => {
+                self.started = true;
+                let usage = &value["message"]["usage"];
+                let cached = count(usage, "/cache_read_input_tokens");
+                // `input_tokens` counts only what came after the last cache breakpoint.
+                self.usage.input = count(usage, "/input_tokens")
+                    + count(usage, "/cache_creation_input_tokens")
+                    + cached;
+                self.usage.cached_input = cached;
+                self.usage.output = count(usage, "/output_tokens");
+            }
+            "content_block_start" => {
+                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let block = &value["content_block"];
+                let kind = match block["type"].as_str() {
+                    Some("text") => {
+                        self.answer
+                            .text
+                            .push_str(block["text"].as_str().unwrap_or(""));
+                        Block::Text
+                    }
+                    Some("tool_use") => {
+                        // The input streams as JSON fragments; a start that already carries
+                        // a non-empty input (no deltas follow) keeps it.
+                        let arguments = match &block["input"] {
+                            Value::Object(map) if !map.is_empty() => block["input"].to_string(),
+                            _ => String::new(),
+                        };
+                        self.answer.calls.push(PartialCall {
+                            id: block["id"].as_str().unwrap_or("").to_owned(),
+                            name: block["name"].as_str().unwrap_or("").to_owned(),
+                            arguments,
+                        });
+                        Block::ToolUse(self.answer.calls.len() - 1)
+                    }
+                    _ => Block::Other,
+                };
+                if self.blocks.len() <= index {
+                    self.blocks.resize_with(index + 1, || Block::Other);
+                }
+                self.blocks[index] = kind;
+            }
+            "content_block_delta" => {
+                let delta = &value["delta"];
+                match (self.block(&value), delta["type"].as_str()) {
+                    (Some(Block::Text), Some("text_delta")) => {
+                        let text = delta["text"].as_str().unwrap_or("");
+                        self.answer.text.push_str(text);
+                    }
+                    (Some(Block::ToolUse(call)), Some("input_json_delta")) => {
+                        let call = *call;
+                        let fragment = delta["partial_json"].as_str().unwrap_or("");
+                        self.answer.calls[call].arguments.push_str(fragment);
+                    }
+                    (None, _) => {
+                        return Err(Failure::retry(format!(
+                            "a delta for a block that never started: {}",
+                            event.data
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                // Output usage here is cumulative for the whole message.
+                if let Some(output) = value
+                    .pointer("/usage/output_tokens")
+                    .and_then(Value::as_u64)
+                {
+                    self.usage.output = output;
+                }
+            }
+            "message_stop" => {
+                self.stopped = true;
+                return Ok(true);
+            }
+            "error" => {
+                let error_type = value.pointer("/error/type").and_then(Value::as_str);
+                let message = format!("the model reported an error: {}", value["error"]);
+                return Err(match error_type {
+                    Some(
+                        "invalid_request_error"
+                        | "authentication_error"
+                        | "permission_error"
+                        | "not_found_error"
+                        | "request_too_large",
+                    ) => Failure::Final(BrainError::Rejected(message)),
+                    _ => Failure::retry(message),
+                });
+            }
+            // `ping`, `content_block_stop`, and event types added later.
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn finish(mut self) -> Result<Answer, Failure> {
+        if !self.stopped {
+            return Err(Failure::retry("the stream ended before message_stop"));
+        }
+        if self.started {
+            self.answer.usage = Some(self.usage);
+        }
+        Ok(self.answer)
+    }
+}

@@ -1,0 +1,193 @@
+//! HTTP for the model providers: the client, the API key, retries, and reading a streamed
+//! answer. Each provider brings a [`StreamDecoder`] for its event format; everything about
+//! getting the bytes is here, once.
+//!
+//! Failures are retried inside one call (3 attempts): 429 and 5xx (honouring `Retry-After`,
+//! capped at 60 s), network errors, broken or stalled streams, malformed chunks and streams
+//! cut before their end, with exponential backoff and jitter. A 4xx other than 429 is a
+//! clear, final error. When every attempt failed the dispatcher defers the step and tries
+//! again later (see [`super::BrainError::Unavailable`]).
+
+use std::time::Duration;
+
+use steward_config::ApiKeySource;
+
+use super::sse::{SseEvent, SseParser};
+use super::{BrainError, TokenUsage};
+
+const MAX_ATTEMPTS: u32 = 3;
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Why an attempt failed, and whether another attempt may help.
+#[derive(Debug)]
+pub enum Failure {
+    Retry {
+        error: String,
+        after: Option<Duration>,
+    },
+    Final(BrainError),
+}
+
+impl Failure {
+    pub fn retry(error: impl Into<String>) -> Self {
+        Failure::Retry {
+            error: error.into(),
+            after: None,
+        }
+    }
+}
+
+/// What a streamed answer amounts to once complete.
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub text: String,
+    pub calls: Vec<PartialCall>,
+    pub usage: Option<TokenUsage>,
+}
+
+/// A tool call as it is assembled from deltas.
+#[derive(Debug, Default)]
+pub struct PartialCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// Turns one provider's stream events into an [`Answer`].
+pub trait StreamDecoder: Default {
+    /// Takes one event; `Ok(true)` when it was the stream's explicit end.
+    fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure>;
+    /// The answer, once the stream ended (explicitly or by closing); an error when it
+    /// ended before the answer was complete.
+    fn finish(self) -> Result<Answer, Failure>;
+}
+
+#[derive(Debug)]
+pub struct Endpoint {
+    client: reqwest::Client,
+    url: String,
+    headers: Vec<(&'static str, String)>,
+    timeout: Duration,
+}
+
+impl Endpoint {
+    pub fn new(
+        url: String,
+        headers: Vec<(&'static str, String)>,
+        timeout: Duration,
+    ) -> Result<Self, BrainError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| BrainError::Unavailable(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            url,
+            headers,
+            timeout,
+        })
+    }
+
+    /// Posts `body` and decodes the streamed answer, retrying as the module docs say.
+    pub async fn stream<D: StreamDecoder>(&self, body: Vec<u8>) -> Result<Answer, BrainError> {
+        let mut attempt = 0;
+        loop {
+            match self.attempt::<D>(body.clone()).await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Final(e)) => return Err(e),
+                Err(Failure::Retry { error, after }) => {
+                    attempt += 1;
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(BrainError::Unavailable(error));
+                    }
+                    let wait = after.unwrap_or_else(|| backoff(attempt));
+                    tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, error = %error, "model call failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    async fn attempt<D: StreamDecoder>(&self, body: Vec<u8>) -> Result<Answer, Failure> {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in &self.headers {
+            request = request.header(*name, value);
+        }
+        let secs = self.timeout.as_secs();
+        let mut response = tokio::time::timeout(self.timeout, request.send())
+            .await
+            .map_err(|_| Failure::retry(format!("no response within {secs}s")))?
+            .map_err(|e| Failure::retry(format!("request failed: {e}")))?;
+        let status = response.status();
+        if !status.is_success() {
+            let after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+            let text = response.text().await.unwrap_or_default();
+            let error = format!(
+                "HTTP {status}: {}",
+                text.chars().take(500).collect::<String>()
+            );
+            return Err(if status.as_u16() == 429 || status.is_server_error() {
+                Failure::Retry { error, after }
+            } else {
+                Failure::Final(BrainError::Rejected(error))
+            });
+        }
+        let mut parser = SseParser::default();
+        let mut decoder = D::default();
+        loop {
+            let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
+                Err(_) => return Err(Failure::retry(format!("the stream stalled for {secs}s"))),
+                Ok(Err(e)) => return Err(Failure::retry(format!("the stream broke: {e}"))),
+                Ok(Ok(next)) => next,
+            };
+            let Some(bytes) = next else {
+                return decoder.finish();
+            };
+            for event in parser.push(&bytes) {
+                if decoder.feed(&event)? {
+                    return decoder.finish();
+                }
+            }
+        }
+    }
+}
+
+/// The API key from where the config says, read once when the brain is built.
+pub fn load_api_key(source: &ApiKeySource) -> Result<Option<String>, BrainError> {
+    match source {
+        ApiKeySource::None => Ok(None),
+        ApiKeySource::Env(var) => std::env::var(var)
+            .map(Some)
+            .map_err(|_| BrainError::Unavailable(format!("the API key variable {var} is not set"))),
+        ApiKeySource::File(path) => std::fs::read_to_string(path)
+            .map(|key| Some(key.trim().to_owned()))
+            .map_err(|e| {
+                BrainError::Unavailable(format!(
+                    "cannot read the API key file {}: {e}",
+                    path.display()
+                ))
+            }),
+    }
+}
+
+/// 250 ms, 500 ms, 1 s … plus up to 25% jitter, so that restarts do not retry in lockstep.
+fn backoff(attempt: u32) -> Duration {
+    let base = Duration::from_millis(250 * 2u64.pow(attempt.saturating_sub(1).min(8)));
+    let jitter = (ulid::Ulid::generate().random() % 1000) as u32;
+    base + base * jitter / 4000
+}
+
+/// Parses one event's JSON; a malformed chunk is worth another attempt.
+pub fn parse_chunk(event: &SseEvent) -> Result<serde_json::Value, Failure> {
+    serde_json::from_str(&event.data)
+        .map_err(|e| Failure::retry(format!("malformed stream chunk ({e}): {}", event.data)))
+}
