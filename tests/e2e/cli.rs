@@ -391,3 +391,27 @@ fn notify_owner_reaches_a_chat_session() {
     assert!(out.contains("(notice) the build is green"), "{out}");
     assert!(out.contains(r#""delivered_to_sessions":1"#), "{out}");
 }
+
+#[test]
+fn a_listing_piped_into_a_closed_reader_ends_quietly() {
+    let daemon = TestDaemon::start();
+    // Enough output to fill any pipe buffer, so the reader's departure is always noticed.
+    for i in 0..40 {
+        daemon.cli(&["send", &format!("message {i} {}", "x".repeat(2000))]);
+    }
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .args(["events", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    drop(reader); // like `| head -1`
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(!stderr(&output).contains("panicked"), "{output:?}");
+}

@@ -2,12 +2,14 @@
 #![allow(clippy::disallowed_types)] // deadlines on real processes are wall-clock time
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
+mod anthropic;
 mod cli;
 mod confirm;
 mod delivery;
 mod files;
 mod http;
 mod model;
+mod scripted_model;
 mod shell;
 mod steps;
 mod support;

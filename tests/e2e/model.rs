@@ -1,83 +1,14 @@
-//! A scripted model server that speaks OpenAI's Chat Completions streaming protocol as
-//! documented (SSE `chat.completion.chunk` objects, `tool_calls` deltas keyed by `index`
-//! whose `arguments` arrive in fragments, a usage chunk, `data: [DONE]`), and the real daemon
-//! driven through it.
+//! The real daemon driven through a scripted model server speaking OpenAI's Chat Completions
+//! streaming protocol as documented (SSE `chat.completion.chunk` objects, `tool_calls`
+//! deltas keyed by `index` whose `arguments` arrive in fragments, a usage chunk,
+//! `data: [DONE]`).
 
-use std::io::Write;
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{HttpRequest, TestDaemon, stdout};
-
-struct ScriptedModel {
-    port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
-}
-
-impl ScriptedModel {
-    /// Answers the n-th request with the n-th raw HTTP response, written in `piece`-byte
-    /// writes, then closes the connection.
-    fn start(scripts: Vec<String>, piece: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let log = requests.clone();
-        std::thread::spawn(move || {
-            let mut scripts = scripts.into_iter();
-            for stream in listener.incoming().flatten() {
-                // One thread per connection: a slow stream must not hold up the next request.
-                let log = log.clone();
-                let script = scripts.next();
-                std::thread::spawn(move || serve(stream, script, piece, &log));
-            }
-        });
-        Self { port, requests }
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-/// A 200 response streaming `events`.
-fn sse(events: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}"
-    )
-}
-
-fn serve(
-    stream: std::net::TcpStream,
-    script: Option<String>,
-    piece: usize,
-    log: &Mutex<Vec<Value>>,
-) {
-    let request = HttpRequest::read(&stream);
-    log.lock()
-        .unwrap()
-        .push(serde_json::from_slice(&request.body).unwrap());
-    let script = script.expect("a script for every request");
-    let mut stream = stream;
-    // `<<PAUSE>>` in a script holds the stream for 30 s: a slow model.
-    for (i, section) in script.split("<<PAUSE>>").enumerate() {
-        if i > 0 {
-            std::thread::sleep(Duration::from_secs(30));
-        }
-        for part in section.as_bytes().chunks(piece) {
-            if stream
-                .write_all(part)
-                .and_then(|()| stream.flush())
-                .is_err()
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
+use crate::scripted_model::{ScriptedModel, sse};
+use crate::support::{TestDaemon, stdout};
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
     let object = json!({
@@ -241,18 +172,6 @@ fn text_answer(text: &str) -> String {
     .concat())
 }
 
-fn wait_for_requests(model: &ScriptedModel, n: usize) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while model.requests().len() < n {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {} requests arrived",
-            model.requests().len()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_drops_a_slow_stream_and_the_next_step_starts() {
     let slow = sse(&format!(
@@ -263,7 +182,7 @@ async fn cancel_drops_a_slow_stream_and_the_next_step_starts() {
     let model = ScriptedModel::start(vec![slow, text_answer("Stopped.")], 4096);
     let daemon = TestDaemon::start_with(&config(model.port));
     daemon.send("write me a long essay", None).await;
-    wait_for_requests(&model, 1);
+    model.wait_for_requests(1);
     let started = std::time::Instant::now();
     let cancel = daemon
         .send("stop", Some(steward_events::Urgency::Cancel))
@@ -335,7 +254,7 @@ async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
         .to_owned();
     assert!(daemon.cli(&["confirm", &id]).status.success());
     assert_eq!(server.seen().len(), 1);
-    wait_for_requests(&model, 3);
+    model.wait_for_requests(3);
     let third = model.requests()[2].clone();
     assert!(
         third["messages"].to_string().contains("approved action"),

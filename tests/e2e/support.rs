@@ -27,9 +27,13 @@ impl TestDaemon {
     }
 
     pub fn start_with(config: &str) -> Self {
+        Self::start_with_env(config, &[])
+    }
+
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("config.toml"), config).expect("write config");
-        Self::start_in(dir)
+        Self::start_in_with_env(dir, env)
     }
 
     /// Starts the daemon on an existing data dir (a restart).
@@ -266,6 +270,7 @@ pub fn stderr(output: &Output) -> String {
 /// body by Content-Length.
 pub struct HttpRequest {
     pub method: String,
+    pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
@@ -276,7 +281,9 @@ impl HttpRequest {
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
-        let method = line.split_whitespace().next().unwrap_or("").to_owned();
+        let mut words = line.split_whitespace();
+        let method = words.next().unwrap_or("").to_owned();
+        let path = words.next().unwrap_or("").to_owned();
         let mut headers = Vec::new();
         loop {
             let mut header = String::new();
@@ -295,6 +302,7 @@ impl HttpRequest {
         reader.read_exact(&mut body).unwrap();
         Self {
             method,
+            path,
             headers,
             body,
         }

@@ -1,6 +1,7 @@
 //! `steward tools call`, and `steward pending`, `confirm` and `deny`: the owner acting
 //! through the tool pipeline, and the owner's side of two-phase confirmation.
 
+use super::output::out;
 use std::process::ExitCode;
 
 use serde_json::Value;
@@ -12,10 +13,10 @@ use crate::protocol::{PendingRow, Request, Response};
 
 fn print_row(row: &PendingRow, json: bool) {
     if json {
-        println!("{}", serde_json::to_string(row).unwrap_or_default());
+        out!("{}", serde_json::to_string(row).unwrap_or_default());
         return;
     }
-    println!(
+    out!(
         "{}  {:<9} {:<14} expires {}  {}",
         row.id,
         row.state,
@@ -24,10 +25,10 @@ fn print_row(row: &PendingRow, json: bool) {
         row.preview
     );
     if let Some(reason) = &row.state_reason {
-        println!("    {reason}");
+        out!("    {reason}");
     }
     if let Some(result) = &row.result {
-        println!("    result: {}", result.content_text());
+        out!("    result: {}", result.content_text());
     }
 }
 
@@ -135,11 +136,11 @@ fn print_outcome(outcome: &ToolOutcome, json: bool) -> ExitCode {
                 line["reason"] = Value::String(text);
             }
         }
-        println!("{line}");
+        out!("{line}");
     } else {
         match outcome.status {
-            ToolStatus::Ok => println!("{text}"),
-            ToolStatus::Pending => println!(
+            ToolStatus::Ok => out!("{text}"),
+            ToolStatus::Pending => out!(
                 "pending {}: {} (steward confirm {0} / steward deny {0})",
                 outcome.content["pending_id"].as_str().unwrap_or("?"),
                 outcome.content["reason"].as_str().unwrap_or("")

@@ -1,5 +1,6 @@
 //! `steward init` and `steward run`.
 
+use super::output::out;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -26,7 +27,7 @@ pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
         .and_then(|()| std::fs::write(&path, DEFAULT_CONFIG_TOML));
     match written {
         Ok(()) => {
-            println!("wrote {}", path.display());
+            out!("wrote {}", path.display());
             ExitCode::SUCCESS
         }
         Err(e) => {

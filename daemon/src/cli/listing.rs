@@ -1,6 +1,7 @@
 //! `steward status`, `events`, `trajectory` and `tools list`: JSON Lines with `--json`,
 //! aligned text otherwise.
 
+use super::output::out;
 use std::process::ExitCode;
 
 use serde::Serialize;
@@ -33,7 +34,7 @@ async fn stream(
 }
 
 fn json_line<T: Serialize>(value: &T) {
-    println!("{}", serde_json::to_string(value).unwrap_or_default());
+    out!("{}", serde_json::to_string(value).unwrap_or_default());
 }
 
 pub async fn status(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
@@ -50,32 +51,34 @@ pub async fn status(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> 
 }
 
 fn print_status(s: &StatusReport) {
-    println!("pid            {}", s.pid);
-    println!("uptime         {}s", s.uptime_secs);
-    println!("data dir       {}", s.data_dir.display());
+    out!("pid            {}", s.pid);
+    out!("uptime         {}s", s.uptime_secs);
+    out!("data dir       {}", s.data_dir.display());
     match &s.brain_last_error {
-        Some(error) => println!("brain          {} (degraded: {error})", s.brain),
-        None => println!("brain          {}", s.brain),
+        Some(error) => out!("brain          {} (degraded: {error})", s.brain),
+        None => out!("brain          {}", s.brain),
     }
-    println!(
+    out!(
         "tokens         {} in ({} cached), {} out since start",
-        s.tokens_total.input, s.tokens_total.cached_input, s.tokens_total.output
+        s.tokens_total.input,
+        s.tokens_total.cached_input,
+        s.tokens_total.output
     );
     for c in &s.channels {
-        println!("channel        {} ({})", c.name, c.state);
+        out!("channel        {} ({})", c.name, c.state);
     }
     match &s.step {
-        StepStatus::Idle => println!("step           idle"),
+        StepStatus::Idle => out!("step           idle"),
         StepStatus::Running { step, started_at } => {
-            println!(
+            out!(
                 "step           running #{step} since {}",
                 started_at.to_rfc3339()
             )
         }
     }
-    println!("inbox pending  {}", s.inbox_pending);
-    println!("lanes running  {}", s.lanes_running);
-    println!("events total   {}", s.events_total);
+    out!("inbox pending  {}", s.inbox_pending);
+    out!("lanes running  {}", s.lanes_running);
+    out!("events total   {}", s.events_total);
 }
 
 pub async fn events(ctx: &Context, args: EventsArgs) -> Result<ExitCode, ClientError> {
@@ -102,7 +105,7 @@ fn print_event(e: &EventRow) {
         .map(|seq| format!("{}#{seq}", e.trajectory.as_deref().unwrap_or("?")))
         .or_else(|| e.detail.clone())
         .unwrap_or_default();
-    println!(
+    out!(
         "{}  {:<8} {:<20} {:<8} {:<9} {}  {}",
         e.id,
         e.source.as_str(),
@@ -164,7 +167,7 @@ fn print_item(item: &TrajectoryItem) {
             covers_through,
         } => format!("items up to {covers_through}: {text}"),
     };
-    println!(
+    out!(
         "{:>6}  {}  {:<14} {}",
         item.seq,
         item.at.format("%H:%M:%S%.3f"),
@@ -192,7 +195,7 @@ fn print_tool(tool: &Value) {
         Value::Null => "-".to_owned(),
         other => other.to_string(),
     };
-    println!(
+    out!(
         "{:<16} {:<14} idempotent={:<5} concurrency={:<9} tier={:<8} lane={:<5} disabled={:<5} {}",
         field("name"),
         field("side_effect"),

@@ -1,11 +1,13 @@
 //! The command line. Declarations here generate the help text; each command's work lives in
 //! its own module. Exit codes follow sysexits: 78 bad config, 69 daemon unreachable,
-//! 75 `send --wait` timed out or another instance holds the data dir, 1 any other failure,
+//! 75 `send --wait` timed out or another instance holds the data dir, 1 any other failure
+//! (including a step that failed while `send --wait` watched it),
 //! 2 bad usage (clap).
 
 mod actions;
 mod init;
 mod listing;
+mod output;
 mod send;
 
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! `steward send` and `steward chat`: the owner talking to the assistant.
 
+use super::output::out;
 use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,6 +43,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<ExitCode, ClientError
         .await?;
     let deadline = tokio::time::sleep(Duration::from_secs(args.timeout));
     tokio::pin!(deadline);
+    let mut step_failed = false;
     loop {
         let response = tokio::select! {
             response = client.next() => response?,
@@ -51,6 +53,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<ExitCode, ClientError
             }
         };
         match response {
+            None | Some(Response::End) if step_failed => return Ok(ExitCode::FAILURE),
             None | Some(Response::End) => return Ok(ExitCode::SUCCESS),
             Some(Response::Accepted {
                 event_id,
@@ -60,18 +63,21 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<ExitCode, ClientError
                     eprintln!("steward: recorded as a duplicate of {of}");
                 }
                 if !args.wait {
-                    println!("{event_id}");
+                    out!("{event_id}");
                 }
             }
             Some(Response::Rejected { reason, .. }) => {
                 eprintln!("steward: rejected: {reason}");
                 return Ok(ExitCode::FAILURE);
             }
-            Some(Response::Reply { text, .. }) => println!("{text}"),
+            Some(Response::Reply { text, .. }) => out!("{text}"),
             Some(Response::Action { action }) => {
-                println!("action {} ({}): {}", action.id, action.tool, action.state)
+                out!("action {} ({}): {}", action.id, action.tool, action.state)
             }
-            Some(Response::StepEnded { outcome, .. }) => report_step_end(&outcome),
+            Some(Response::StepEnded { outcome, .. }) => {
+                report_step_end(&outcome);
+                step_failed = matches!(outcome, StepEnd::Failed { .. });
+            }
             Some(Response::Error { message }) => {
                 eprintln!("steward: {message}");
                 return Ok(ExitCode::FAILURE);
@@ -126,11 +132,11 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                     unacknowledged = unacknowledged.saturating_sub(1);
                     eprintln!("(rejected: {reason})");
                 }
-                Some(Response::Reply { text, .. }) => println!("{text}"),
-                Some(Response::Notice { text, .. }) => println!("(notice) {text}"),
+                Some(Response::Reply { text, .. }) => out!("{text}"),
+                Some(Response::Notice { text, .. }) => out!("(notice) {text}"),
                 Some(Response::Action { action }) => {
                     unacknowledged = unacknowledged.saturating_sub(1);
-                    println!("action {} ({}): {}", action.id, action.tool, action.state);
+                    out!("action {} ({}): {}", action.id, action.tool, action.state);
                 }
                 Some(Response::StepEnded { events, outcome }) => {
                     report_step_end(&outcome);
