@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use super::step::StepRunner;
+use super::step::{MergeFlush, StepRunner};
 use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
@@ -128,6 +128,8 @@ impl Lanes {
                 step,
                 std::slice::from_ref(origin),
                 vec![event.clone(), started],
+                // The lane's origin stays pending until the lane is done: a crash replays it.
+                MergeFlush::default(),
                 lane.cancel.child_token(),
             )
             .await;

@@ -9,7 +9,8 @@
 //!   buffered before them, and a new step starts.
 //! - PARALLEL: handed to a side lane ([`Lanes`]).
 //!
-//! A step's merge and `step_started` are flushed before the step acts. A step that was
+//! A step's merge and `step_started` are flushed before the step acts (alongside its first
+//! model call, see [`MergeFlush`]). A step that was
 //! running when the daemon stopped (crash or shutdown) is recorded as `step_cancelled`
 //! ("interrupted") on the next start and then run again for the same events, so no message
 //! to the owner is silently left unanswered.
@@ -27,7 +28,7 @@ use tracing::{info, warn};
 
 pub use context::TokenEstimator;
 pub use lane::Lanes;
-pub use step::{StepReport, StepRunner};
+pub use step::{MergeFlush, StepReport, StepRunner};
 
 use crate::notify::Heartbeat;
 use crate::protocol::StepEnd;
@@ -217,7 +218,7 @@ impl Dispatcher {
         )?;
         self.status.step_started(step, started.at);
         items.push(started);
-        self.inbox.store().flush().await?;
+        let flush = MergeFlush::start(self.inbox.store().clone());
 
         let cancel = CancellationToken::new();
         at.running = Some(RunningStep {
@@ -228,7 +229,9 @@ impl Dispatcher {
         let steps = self.steps.clone();
         let trajectory = self.trajectory.clone();
         Ok(tokio::spawn(async move {
-            steps.run(&trajectory, step, &events, items, cancel).await
+            steps
+                .run(&trajectory, step, &events, items, flush, cancel)
+                .await
         }))
     }
 

@@ -1,0 +1,332 @@
+//! Brain benchmarks (targets from the brain issue; figures, not assertions), on the real
+//! `steward` binary talking to a local model server that speaks OpenAI's streaming protocol
+//! and answers instantly, so that what is measured is Steward's own time:
+//! - event in → request written: the owner's message sent on the socket until the model
+//!   server has read the whole first request (includes the durable inbox write);
+//! - response complete → next request written: the server's last byte of a tool-call answer
+//!   until it has read the next request (includes running the tool and recording it);
+//! - peak RSS (VmHWM) of the daemon during one 50-call turn with 20 KB tool results, with the
+//!   default 32k context (compaction runs) and with a 1M-token window (no compaction: the
+//!   whole megabyte of history is rendered for every call).
+//!
+//! Run: `cargo bench -p steward-daemon --bench brain` (add `-- quick` for a short run).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use steward_daemon::client::Client;
+use steward_daemon::protocol::{Request, Response};
+use tokio::time::Instant;
+
+/// What the model does: `calls_left` more tool calls (one per response), then a text. The
+/// driver sets `calls_left` before each turn; compaction calls are answered with a summary.
+struct Plan {
+    calls_left: usize,
+    tool: &'static str,
+    args: Value,
+}
+
+#[derive(Default)]
+struct Timeline {
+    /// When each request had been read completely.
+    received: Vec<Instant>,
+    /// When each tool-call answer had been written completely (None for text answers).
+    answered: Vec<Option<Instant>>,
+}
+
+struct ModelServer {
+    port: u16,
+    timeline: Arc<Mutex<Timeline>>,
+    plan: Arc<Mutex<Plan>>,
+}
+
+impl ModelServer {
+    fn start(plan: Plan) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let timeline: Arc<Mutex<Timeline>> = Arc::default();
+        let plan = Arc::new(Mutex::new(plan));
+        let (log, current) = (timeline.clone(), plan.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, current) = (log.clone(), current.clone());
+                std::thread::spawn(move || serve(stream, &log, &current));
+            }
+        });
+        Self {
+            port,
+            timeline,
+            plan,
+        }
+    }
+}
+
+fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return;
+        }
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let received = Instant::now();
+    let request: Value = serde_json::from_slice(&body).unwrap();
+    let summarizing = request["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("You compact"));
+    let call = {
+        let mut plan = plan.lock().unwrap();
+        (!summarizing && plan.calls_left > 0).then(|| {
+            plan.calls_left -= 1;
+            (plan.tool, plan.args.to_string())
+        })
+    };
+    let (events, is_call) = if let Some((tool, arguments)) = call {
+        let call = json!({"index": 0, "id": format!("call_{}", ulid::Ulid::generate()), "type": "function",
+            "function": {"name": tool, "arguments": arguments}});
+        (
+            chunk(
+                json!({"role": "assistant", "tool_calls": [call]}),
+                "tool_calls",
+            ),
+            true,
+        )
+    } else {
+        let text = if summarizing {
+            "Summary: the owner asked for files to be read; they were."
+        } else {
+            "Done."
+        };
+        (
+            chunk(json!({"role": "assistant", "content": text}), "stop"),
+            false,
+        )
+    };
+    let mut stream = stream;
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}data: [DONE]\n\n"
+    );
+    stream.write_all(response.as_bytes()).unwrap();
+    stream.flush().unwrap();
+    let answered = Instant::now();
+    let mut log = log.lock().unwrap();
+    log.received.push(received);
+    log.answered.push(is_call.then_some(answered));
+}
+
+fn chunk(delta: Value, finish: &str) -> String {
+    let content = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let end = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
+    format!("data: {content}\n\ndata: {end}\n\n")
+}
+
+struct Daemon {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(model_port: u16, extra_config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}/v1\"\nmodel = \"bench\"\n{extra_config}"
+        );
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let notify_path = dir.path().join("notify.sock");
+        let notify = UnixDatagram::bind(&notify_path).unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .arg("run")
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = notify.recv(&mut buf).expect("READY=1 within 30 s");
+            if String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .any(|l| l == "READY=1")
+            {
+                break;
+            }
+        }
+        Self { child, dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Sends a message and waits for its step to end; returns when it was written.
+    async fn turn(&self, text: &str) -> Instant {
+        let mut client = Client::connect(&self.path().join("steward.sock"))
+            .await
+            .unwrap();
+        let sent = Instant::now();
+        client
+            .request(&Request::Send {
+                text: text.into(),
+                urgency: None,
+                wait: true,
+            })
+            .await
+            .unwrap();
+        loop {
+            match client.next().await.unwrap() {
+                None | Some(Response::End) => return sent,
+                Some(Response::Error { message }) => panic!("{message}"),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// A `kB` field of /proc/PID/status, in MB.
+    fn status_mb(&self, field: &str) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kib as f64 / 1024.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Steward's own time per model call, over `turns` turns of one `echo` call each.
+async fn own_time(turns: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let server = ModelServer::start(Plan {
+        calls_left: 0,
+        tool: "echo",
+        args: json!({"text": "hello"}),
+    });
+    let daemon = Daemon::start(server.port, "");
+    let mut to_first_request = Vec::new();
+    let mut between_calls = Vec::new();
+    for i in 0..turns {
+        let before = server.timeline.lock().unwrap().received.len();
+        server.plan.lock().unwrap().calls_left = 1;
+        let sent = daemon.turn(&format!("turn {i}")).await;
+        let timeline = server.timeline.lock().unwrap();
+        to_first_request.push(timeline.received[before] - sent);
+        for k in before..timeline.received.len() - 1 {
+            if let Some(answered) = timeline.answered[k] {
+                between_calls.push(timeline.received[k + 1] - answered);
+            }
+        }
+    }
+    to_first_request.sort();
+    between_calls.sort();
+    (to_first_request, between_calls)
+}
+
+/// Peak RSS during one turn of `calls` calls to `fs_read` of a 20 KB file.
+async fn peak_rss(calls: usize, extra_config: &str) -> (f64, f64, usize, Duration) {
+    let server = ModelServer::start(Plan {
+        calls_left: 0,
+        tool: "fs_read",
+        args: json!({"path": "big.txt"}),
+    });
+    let config = format!(
+        "{extra_config}\n[dispatcher]\nmax_steps_per_turn = {}\n",
+        calls + 5
+    );
+    let daemon = Daemon::start(server.port, &config);
+    let line = "0123456789 the quick brown fox jumps over the lazy dog 0123456789\n";
+    std::fs::write(
+        daemon.path().join("workspace/big.txt"),
+        line.repeat(20 * 1024 / line.len()),
+    )
+    .unwrap();
+    // Warm up: one short turn so that start-up allocations are not counted as the turn's.
+    daemon.turn("hello").await;
+    let before = daemon.status_mb("VmRSS:");
+    server.plan.lock().unwrap().calls_left = calls;
+    let started = Instant::now();
+    daemon.turn("read big.txt again and again").await;
+    let took = started.elapsed();
+    let requests = server.timeline.lock().unwrap().received.len() - 1;
+    assert_eq!(
+        server.plan.lock().unwrap().calls_left,
+        0,
+        "every call was made"
+    );
+    (before, daemon.status_mb("VmHWM:"), requests, took)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let turns = if quick { 50 } else { 500 };
+    let (first, between) = runtime.block_on(own_time(turns));
+    println!(
+        "own time per model call ({turns} turns of message -> echo call -> answer): event in -> request read by the model p50 {} p99 {}; tool-call answer complete -> next request read p50 {} p99 {}",
+        ms(percentile(&first, 0.5)),
+        ms(percentile(&first, 0.99)),
+        ms(percentile(&between, 0.5)),
+        ms(percentile(&between, 0.99)),
+    );
+
+    for (label, config) in [
+        ("default 32k-token window, compaction on", ""),
+        (
+            "1M-token window, no compaction",
+            "context_window_tokens = 1000000",
+        ),
+    ] {
+        let (before, peak, requests, took) = runtime.block_on(peak_rss(50, config));
+        println!(
+            "50-call turn with 20 KB results ({label}): {requests} model requests in {:.2}s; RSS before {before:.1} MB, peak (VmHWM) {peak:.1} MB",
+            took.as_secs_f64()
+        );
+    }
+}
