@@ -48,13 +48,13 @@ impl AnthropicBrain {
     }
 
     /// The request body: tools and system (the cached prefix), then the messages.
-    pub fn request_body(&self, system: &str, turns: &[Turn], tools: &[ToolSpec]) -> Value {
+    pub fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
         let tools: Vec<Value> = prompt::shown_tools(tools)
             .map(|t| {
                 json!({"name": t.name, "description": prompt::tool_description(t), "input_schema": t.parameters})
             })
             .collect();
-        let mut messages: Vec<Value> = turns.iter().map(render_turn).collect();
+        let mut messages: Vec<Value> = turns.into_iter().map(render_turn).collect();
         if let Some(block) = messages
             .last_mut()
             .and_then(|m| m["content"].as_array_mut())
@@ -76,8 +76,11 @@ impl AnthropicBrain {
     }
 
     async fn call(&self, body: Value) -> Result<Answer, BrainError> {
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))?;
+        let encoded = serde_json::to_vec(&body)
+            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
+        // The tree is as big as the conversation; it must not live through the stream.
+        drop(body);
+        let body = encoded?;
         self.endpoint.stream::<EventDecoder>(body).await
     }
 }
@@ -91,7 +94,7 @@ impl Brain for AnthropicBrain {
         Box::pin(async move {
             let body = self.request_body(
                 &prompt::system_text(input.tools),
-                &prompt::conversation(input.history),
+                prompt::conversation(input.history),
                 input.tools,
             );
             Ok(self.call(body).await?.into_turn(input.events))
@@ -100,11 +103,11 @@ impl Brain for AnthropicBrain {
 
     fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
         Box::pin(async move {
-            let turns = [Turn::User {
+            let turns = vec![Turn::User {
                 results: Vec::new(),
                 texts: vec![transcript],
             }];
-            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, &turns, &[]);
+            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
             let answer = self.call(body).await?;
             Ok(Summary {
                 text: answer.text,
@@ -114,26 +117,27 @@ impl Brain for AnthropicBrain {
     }
 }
 
-fn render_turn(turn: &Turn) -> Value {
+/// Moves the turn's text into blocks: no copy of what may be megabytes.
+fn render_turn(turn: Turn) -> Value {
     match turn {
         // Tool results first, as the API requires, then any text that came after them.
         Turn::User { results, texts } => {
             let blocks: Vec<Value> = results
-                .iter()
+                .into_iter()
                 .map(|r| json!({"type": "tool_result", "tool_use_id": r.id, "content": r.content, "is_error": r.is_error}))
-                .chain(texts.iter().map(|t| json!({"type": "text", "text": t})))
+                .chain(texts.into_iter().map(|t| json!({"type": "text", "text": t})))
                 .collect();
             json!({"role": "user", "content": blocks})
         }
         Turn::Assistant { texts, calls } => {
             let blocks: Vec<Value> = texts
-                .iter()
+                .into_iter()
                 .map(|t| json!({"type": "text", "text": t}))
-                .chain(calls.iter().map(|c| {
+                .chain(calls.into_iter().map(|c| {
                     // `input` must be an object; arguments that were not JSON are kept
                     // visible to the model instead of being silently replaced.
-                    let input = match &c.args {
-                        Value::Object(_) => c.args.clone(),
+                    let input = match c.args {
+                        input @ Value::Object(_) => input,
                         other => json!({"invalid_arguments": other}),
                     };
                     json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})

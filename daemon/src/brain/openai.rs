@@ -39,7 +39,7 @@ impl OpenAiBrain {
     }
 
     /// The request body: the stable prefix (system, tools), then the conversation.
-    pub fn request_body(&self, system: &str, turns: &[Turn], tools: &[ToolSpec]) -> Value {
+    pub fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
         let mut messages = vec![json!({"role": "system", "content": system})];
         for turn in turns {
             render_turn(turn, &mut messages);
@@ -63,8 +63,11 @@ impl OpenAiBrain {
     }
 
     async fn call(&self, body: Value) -> Result<Answer, BrainError> {
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))?;
+        let encoded = serde_json::to_vec(&body)
+            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
+        // The tree is as big as the conversation; it must not live through the stream.
+        drop(body);
+        let body = encoded?;
         self.endpoint.stream::<ChunkDecoder>(body).await
     }
 }
@@ -78,7 +81,7 @@ impl Brain for OpenAiBrain {
         Box::pin(async move {
             let body = self.request_body(
                 &prompt::system_text(input.tools),
-                &prompt::conversation(input.history),
+                prompt::conversation(input.history),
                 input.tools,
             );
             Ok(self.call(body).await?.into_turn(input.events))
@@ -87,11 +90,11 @@ impl Brain for OpenAiBrain {
 
     fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
         Box::pin(async move {
-            let turns = [Turn::User {
+            let turns = vec![Turn::User {
                 results: Vec::new(),
                 texts: vec![transcript],
             }];
-            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, &turns, &[]);
+            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
             let answer = self.call(body).await?;
             Ok(Summary {
                 text: answer.text,
@@ -101,7 +104,8 @@ impl Brain for OpenAiBrain {
     }
 }
 
-fn render_turn(turn: &Turn, messages: &mut Vec<Value>) {
+/// Moves the turn's text into messages: no copy of what may be megabytes.
+fn render_turn(turn: Turn, messages: &mut Vec<Value>) {
     match turn {
         Turn::User { results, texts } => {
             for result in results {
@@ -122,11 +126,11 @@ fn render_turn(turn: &Turn, messages: &mut Vec<Value>) {
             let mut message = json!({"role": "assistant", "content": content});
             if !calls.is_empty() {
                 let calls: Vec<Value> = calls
-                    .iter()
+                    .into_iter()
                     .map(|c| {
                         // Arguments that were not JSON are sent back as the model wrote them.
-                        let arguments = match &c.args {
-                            Value::String(raw) => raw.clone(),
+                        let arguments = match c.args {
+                            Value::String(raw) => raw,
                             other => other.to_string(),
                         };
                         json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})

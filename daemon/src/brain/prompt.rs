@@ -11,7 +11,7 @@
 //! step was cancelled or the daemon stopped) gets a result saying so; consecutive items of
 //! one side share a turn; the conversation starts with a user turn.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use steward_events::{ItemKind, ToolStatus, TrajectoryItem, Trust};
 use steward_tools::{Tier, ToolSpec};
 
@@ -135,6 +135,15 @@ pub enum Turn {
     },
 }
 
+/// A tool result as the model reads it, serialized straight from the item (results can be
+/// large; no intermediate copy).
+#[derive(serde::Serialize)]
+struct ResultText<'a> {
+    status: ToolStatus,
+    result: &'a Value,
+    hint: Option<&'a str>,
+}
+
 const INTERRUPTED: &str =
     r#"{"status":"cancelled","result":"no result was recorded: the step was interrupted"}"#;
 
@@ -186,10 +195,14 @@ pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn> {
                     continue;
                 };
                 open.remove(position);
-                let content = json!({"status": status, "result": result, "hint": hint});
+                let content = ResultText {
+                    status: *status,
+                    result,
+                    hint: hint.as_deref(),
+                };
                 user_turn(&mut turns).0.push(CallResult {
                     id: call_id.clone(),
-                    content: content.to_string(),
+                    content: serde_json::to_string(&content).unwrap_or_default(),
                     is_error: !matches!(status, ToolStatus::Ok | ToolStatus::Pending),
                 });
             }
@@ -291,6 +304,8 @@ fn clip(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
 mod tests {
     use chrono::Utc;
     use steward_events::{EventId, Sender, Source, Urgency};
+
+    use serde_json::json;
 
     use super::*;
 

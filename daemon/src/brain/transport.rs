@@ -90,6 +90,8 @@ impl Endpoint {
 
     /// Posts `body` and decodes the streamed answer, retrying as the module docs say.
     pub async fn stream<D: StreamDecoder>(&self, body: Vec<u8>) -> Result<Answer, BrainError> {
+        // Shared, not copied, between attempts: bodies can be megabytes.
+        let body = bytes::Bytes::from(body);
         let mut attempt = 0;
         loop {
             match self.attempt::<D>(body.clone()).await {
@@ -108,7 +110,7 @@ impl Endpoint {
         }
     }
 
-    async fn attempt<D: StreamDecoder>(&self, body: Vec<u8>) -> Result<Answer, Failure> {
+    async fn attempt<D: StreamDecoder>(&self, body: bytes::Bytes) -> Result<Answer, Failure> {
         let mut request = self
             .client
             .post(&self.url)
