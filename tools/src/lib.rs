@@ -25,6 +25,7 @@ mod pipeline;
 pub mod policy;
 mod registry;
 pub mod safety;
+pub mod search;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel};

@@ -1,0 +1,347 @@
+//! Tool search: how a model finds deferred tools (DESIGN.md §4) and how `steward tools
+//! search` and `steward tools bench` rank them.
+//!
+//! Ranking is BM25F: one BM25 over several fields of a tool — its name split into words,
+//! its original title, its server or group, its `search_hint`, its description, its
+//! parameter names — each with its own weight and length normalisation, so a word in the
+//! name counts more than the same word deep in a description. Many requests need several
+//! tools of one service (a football API's `search` and `details`), so a tool also gains a
+//! share of how well its whole server matches the request. Weights were tuned on the
+//! `queries-dev.jsonl` files of `../shared/data/toolsearch` only (see [`Weights`]).
+//!
+//! The index is built once per tool set (milliseconds at thousands of tools) and read
+//! without locks; a query costs a walk over the postings of its terms.
+
+pub mod eval;
+mod query;
+mod text;
+
+use std::collections::HashMap;
+
+pub use query::{Query, QueryError, parse_query};
+pub use text::{name_parts, terms};
+
+/// What the search knows about one tool.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchDoc {
+    pub name: String,
+    /// The name as originally published, when `name` had to be normalised.
+    pub title: Option<String>,
+    pub description: String,
+    pub search_hint: Option<String>,
+    /// The MCP server or group the tool comes from (its name and title).
+    pub server: Option<String>,
+    /// Each parameter's name and description.
+    pub parameters: Vec<String>,
+}
+
+const NAME: usize = 0;
+const TITLE: usize = 1;
+const SERVER: usize = 2;
+const HINT: usize = 3;
+const DESCRIPTION: usize = 4;
+const PARAMETERS: usize = 5;
+const FIELDS: usize = 6;
+
+/// Ranking constants. The defaults are the values tuned on the dev queries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Weights {
+    pub field: [f32; FIELDS],
+    /// Length normalisation per field (BM25's `b`).
+    pub b: [f32; FIELDS],
+    pub k1: f32,
+    /// How much of its server's best match a tool gains, divided by `1 + ln(tools on
+    /// the server)`: a big server is a broad domain label more than one service.
+    pub server_share: f32,
+}
+
+impl Default for Weights {
+    /// Tuned on the dev queries (R@5 against plain BM25 over name + description, which
+    /// the data set's README reports): metatool 0.623 vs 0.613, toolbench 0.684 vs 0.595,
+    /// sealtools 0.879 vs 0.841, livemcpbench 0.404 vs 0.351. The server share is what
+    /// lifts toolbench (services of a few endpoints); parameter descriptions lift
+    /// sealtools. Metatool (no schemas, no servers, marketing descriptions against
+    /// conversational requests) is mostly out of reach of any lexical ranking.
+    fn default() -> Self {
+        Self {
+            field: [3.0, 2.0, 1.5, 1.5, 1.0, 0.5],
+            b: [0.5, 0.5, 0.3, 0.5, 0.6, 0.5],
+            k1: 1.6,
+            server_share: 0.5,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+}
+
+#[derive(Debug)]
+pub struct SearchIndex {
+    weights: Weights,
+    postings: HashMap<String, Vec<Posting>>,
+    lengths: Vec<[u16; FIELDS]>,
+    average: [f32; FIELDS],
+    /// Each tool's name parts, for `+term` queries.
+    parts: Vec<Vec<String>>,
+    names: HashMap<String, u32>,
+    /// Each tool's server (an index into `servers`), for the server share.
+    server_of: Vec<Option<u32>>,
+    servers: usize,
+    /// Large servers are broad (a domain label more than a service): their match says
+    /// less about each of their tools.
+    server_damping: Vec<f32>,
+}
+
+impl SearchIndex {
+    pub fn build(docs: &[SearchDoc]) -> Self {
+        Self::with_weights(docs, Weights::default())
+    }
+
+    pub fn with_weights(docs: &[SearchDoc], weights: Weights) -> Self {
+        let mut postings: HashMap<String, Vec<Posting>> = HashMap::new();
+        let mut lengths = Vec::with_capacity(docs.len());
+        let mut server_ids: HashMap<&str, u32> = HashMap::new();
+        let mut server_of = Vec::with_capacity(docs.len());
+        for (i, doc) in docs.iter().enumerate() {
+            let mut fields: [Vec<String>; FIELDS] = Default::default();
+            fields[NAME] = text::name_terms(&doc.name);
+            fields[TITLE] = doc.title.as_deref().map(text::terms).unwrap_or_default();
+            fields[SERVER] = doc.server.as_deref().map(text::terms).unwrap_or_default();
+            fields[HINT] = doc
+                .search_hint
+                .as_deref()
+                .map(text::terms)
+                .unwrap_or_default();
+            fields[DESCRIPTION] = text::terms(&doc.description);
+            fields[PARAMETERS] = doc.parameters.iter().flat_map(|p| text::terms(p)).collect();
+            let mut counts: HashMap<&str, [u16; FIELDS]> = HashMap::new();
+            let mut length = [0u16; FIELDS];
+            for (field, terms) in fields.iter().enumerate() {
+                length[field] = terms.len().min(u16::MAX as usize) as u16;
+                for term in terms {
+                    let tf = &mut counts.entry(term).or_default()[field];
+                    *tf = tf.saturating_add(1);
+                }
+            }
+            for (term, tf) in counts {
+                postings
+                    .entry(term.to_owned())
+                    .or_default()
+                    .push(Posting { doc: i as u32, tf });
+            }
+            lengths.push(length);
+            let next = server_ids.len() as u32;
+            server_of.push(
+                doc.server
+                    .as_deref()
+                    .map(|s| *server_ids.entry(s).or_insert(next)),
+            );
+        }
+        let mut sizes = vec![0u32; server_ids.len()];
+        for s in server_of.iter().flatten() {
+            sizes[*s as usize] += 1;
+        }
+        let server_damping = sizes.iter().map(|&n| 1.0 + (n as f32).ln()).collect();
+        let mut average = [0f32; FIELDS];
+        for length in &lengths {
+            for (sum, l) in average.iter_mut().zip(length) {
+                *sum += f32::from(*l);
+            }
+        }
+        for sum in &mut average {
+            *sum = (*sum / docs.len().max(1) as f32).max(1.0);
+        }
+        Self {
+            weights,
+            postings,
+            lengths,
+            average,
+            parts: docs.iter().map(|d| text::name_parts(&d.name)).collect(),
+            names: docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.name.clone(), i as u32))
+                .collect(),
+            server_of,
+            servers: server_ids.len(),
+            server_damping,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+
+    /// The best `k` tools for a query, best first, as indexes into the docs it was built
+    /// from. `select:` returns the named tools that exist, in the order named.
+    pub fn search(&self, query: &Query, k: usize) -> Vec<usize> {
+        match query {
+            Query::Select(names) => names
+                .iter()
+                .filter_map(|n| self.names.get(n).map(|&i| i as usize))
+                .collect(),
+            Query::Ranked { required, text } => self.ranked(required, text, k),
+        }
+    }
+
+    fn ranked(&self, required: &[String], text: &str, k: usize) -> Vec<usize> {
+        let mut terms = text::terms(text);
+        terms.sort();
+        terms.dedup();
+        let mut scores = vec![0f32; self.len()];
+        let w = &self.weights;
+        let n = self.len() as f32;
+        for term in &terms {
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
+            let df = postings.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for posting in postings {
+                let length = &self.lengths[posting.doc as usize];
+                let tf: f32 = (0..FIELDS)
+                    .filter(|&f| posting.tf[f] > 0)
+                    .map(|f| {
+                        let norm = 1.0 - w.b[f] + w.b[f] * f32::from(length[f]) / self.average[f];
+                        w.field[f] * f32::from(posting.tf[f]) / norm
+                    })
+                    .sum();
+                scores[posting.doc as usize] += idf * tf * (w.k1 + 1.0) / (w.k1 + tf);
+            }
+        }
+        if w.server_share > 0.0 && self.servers > 0 {
+            let mut best = vec![0f32; self.servers];
+            for (doc, server) in self.server_of.iter().enumerate() {
+                if let Some(s) = server {
+                    best[*s as usize] = best[*s as usize].max(scores[doc]);
+                }
+            }
+            for (doc, server) in self.server_of.iter().enumerate() {
+                if let Some(s) = server {
+                    scores[doc] +=
+                        w.server_share * best[*s as usize] / self.server_damping[*s as usize];
+                }
+            }
+        }
+        let mut hits: Vec<(usize, f32)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, score)| *score > 0.0)
+            .filter(|(doc, _)| {
+                required
+                    .iter()
+                    .all(|r| self.parts[*doc].iter().any(|p| p == r))
+            })
+            .collect();
+        let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if hits.len() > k {
+            hits.select_nth_unstable_by(k, by_score);
+            hits.truncate(k);
+        }
+        hits.sort_by(by_score);
+        hits.into_iter().map(|(doc, _)| doc).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(name: &str, description: &str, server: Option<&str>) -> SearchDoc {
+        SearchDoc {
+            name: name.into(),
+            description: description.into(),
+            server: server.map(str::to_owned),
+            ..SearchDoc::default()
+        }
+    }
+
+    fn index() -> (Vec<SearchDoc>, SearchIndex) {
+        let docs = vec![
+            doc(
+                "slack_send_message",
+                "Post a message to a Slack channel.",
+                Some("slack"),
+            ),
+            doc(
+                "email_send",
+                "Send an email message to an address.",
+                Some("mail"),
+            ),
+            doc(
+                "calendar_create_event",
+                "Create an event in the owner's calendar.",
+                None,
+            ),
+            doc("weather_forecast", "Weather forecast for a city.", None),
+        ];
+        let index = SearchIndex::build(&docs);
+        (docs, index)
+    }
+
+    fn names(docs: &[SearchDoc], hits: Vec<usize>) -> Vec<&str> {
+        hits.into_iter().map(|i| docs[i].name.as_str()).collect()
+    }
+
+    #[test]
+    fn every_query_form_finds_what_it_should() {
+        let (docs, index) = index();
+        let table: Vec<(&str, Vec<&str>)> = vec![
+            (
+                "select:weather_forecast,email_send",
+                vec!["weather_forecast", "email_send"],
+            ),
+            ("select:nope,email_send", vec!["email_send"]),
+            ("send a message", vec!["email_send", "slack_send_message"]),
+            ("+slack send", vec!["slack_send_message"]),
+            ("+email message", vec!["email_send"]),
+            ("+nothing send", vec![]),
+            (
+                "what will the weather be in Paris",
+                vec!["weather_forecast"],
+            ),
+            ("schedule events", vec!["calendar_create_event"]),
+            ("quantum chromodynamics", vec![]),
+        ];
+        for (text, expected) in table {
+            let query = parse_query(text).unwrap();
+            let mut found = names(&docs, index.search(&query, 5));
+            if text == "send a message" {
+                found.sort();
+            }
+            assert_eq!(found, expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_name_match_outranks_a_description_match() {
+        let docs = vec![
+            doc(
+                "notes_append",
+                "Append text; can also search nothing.",
+                None,
+            ),
+            doc("search_notes", "Find notes.", None),
+        ];
+        let index = SearchIndex::build(&docs);
+        let hits = index.search(&parse_query("search").unwrap(), 2);
+        assert_eq!(names(&docs, hits), ["search_notes", "notes_append"]);
+    }
+
+    #[test]
+    fn k_bounds_the_results_and_ties_keep_corpus_order() {
+        let docs: Vec<SearchDoc> = (0..20)
+            .map(|i| doc(&format!("tool_{i}"), "Does the same thing.", None))
+            .collect();
+        let index = SearchIndex::build(&docs);
+        let hits = index.search(&parse_query("same thing").unwrap(), 3);
+        assert_eq!(hits, [0, 1, 2]);
+    }
+}
