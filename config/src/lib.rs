@@ -46,6 +46,24 @@ pub struct ToolsConfig {
     /// `[tools.http] allow_hosts`: hosts (or host:port) `http_request` may reach even when
     /// they resolve to loopback or private addresses.
     pub http_allow_hosts: Vec<String>,
+    /// `tools.profile`: the groups of tools enabled before `allow` and `deny`.
+    pub profile: ToolProfile,
+    /// `tools.allow` / `tools.deny`: tool names or `group:NAME` (`group:mcp:*`).
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// `tools.defer_threshold_pct`: deferred-eligible tools are shown by name only once
+    /// their schemas would take more than this share of the context window (0: always).
+    pub defer_threshold_pct: u8,
+}
+
+/// `tools.profile`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolProfile {
+    Minimal,
+    #[default]
+    Assistant,
+    Coding,
+    Full,
 }
 
 /// One `[[tools.policy]]` entry.

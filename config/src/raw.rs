@@ -28,6 +28,10 @@ pub(crate) struct RawTools {
     pub plan_mode: bool,
     pub ledger_retention_days: Spanned<u64>,
     pub http: RawHttp,
+    pub profile: Spanned<String>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub defer_threshold_pct: Spanned<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -45,6 +49,10 @@ impl Default for RawTools {
             plan_mode: false,
             ledger_retention_days: Spanned::new(0..0, 7),
             http: RawHttp::default(),
+            profile: Spanned::new(0..0, "assistant".into()),
+            allow: Vec::new(),
+            deny: Vec::new(),
+            defer_threshold_pct: Spanned::new(0..0, 10),
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::error::{ConfigError, line_of};
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
-    ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolsConfig,
+    ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile, ToolsConfig,
     known_context_window,
 };
 
@@ -248,6 +248,29 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
                 )? * 86_400,
             ),
             http_allow_hosts: raw.tools.http.allow_hosts,
+            profile: match raw.tools.profile.get_ref().as_str() {
+                "minimal" => ToolProfile::Minimal,
+                "assistant" => ToolProfile::Assistant,
+                "coding" => ToolProfile::Coding,
+                "full" => ToolProfile::Full,
+                other => {
+                    return Err(ConfigError::invalid(
+                        "tools.profile",
+                        at(raw.tools.profile.span()),
+                        format!(
+                            "{other:?} is not a profile; expected \"minimal\", \"assistant\", \"coding\" or \"full\""
+                        ),
+                    ));
+                }
+            },
+            allow: raw.tools.allow,
+            deny: raw.tools.deny,
+            defer_threshold_pct: in_range(
+                "tools.defer_threshold_pct",
+                &raw.tools.defer_threshold_pct,
+                0,
+                100,
+            )? as u8,
         },
     })
 }

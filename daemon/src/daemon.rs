@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig};
+use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile};
 use steward_events::{Event, Payload, Sender, Source, Trust};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
 use steward_tools::ledger::Ledger;
 use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
-use steward_tools::{Authorization, ToolPipeline, ToolRegistry, builtin};
+use steward_tools::selection::{Profile, Selection};
+use steward_tools::{Authorization, Deferral, ToolError, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -118,15 +119,55 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
+fn registry(config: &Config, memory: sled::Tree) -> anyhow::Result<Arc<ToolRegistry>> {
+    let tools = &config.tools;
+    let builder = builtin::register_memory(builtin::builtins(), memory)
+        .select(Selection {
+            profile: match tools.profile {
+                ToolProfile::Minimal => Profile::Minimal,
+                ToolProfile::Assistant => Profile::Assistant,
+                ToolProfile::Coding => Profile::Coding,
+                ToolProfile::Full => Profile::Full,
+            },
+            allow: tools.allow.clone(),
+            deny: tools.deny.clone(),
+        })
+        .defer(Deferral {
+            context_window_tokens: config.model.context_window_tokens,
+            threshold_pct: tools.defer_threshold_pct,
+        });
+    builtin::register_http(builder, tools.http_allow_hosts.clone())
+        .build()
+        .map_err(|e| match e {
+            ToolError::NotDisableable(_) => ConfigProblem {
+                key: "tools.deny",
+                message: e.to_string(),
+            }
+            .into(),
+            ToolError::UnknownSelection(ref entry) => ConfigProblem {
+                key: if tools.deny.contains(entry) {
+                    "tools.deny"
+                } else {
+                    "tools.allow"
+                },
+                message: e.to_string(),
+            }
+            .into(),
+            other => anyhow::Error::from(other),
+        })
+}
+
 /// Spill files (full outputs of truncated results) older than this are removed at start.
 const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
-/// `tools.roots` names a directory that cannot be used (a configuration error: exit 78).
+/// A configuration the file format accepts but the daemon cannot use (a directory that
+/// does not exist, a tool that cannot be disabled): exit 78, naming the key.
 #[derive(Debug, thiserror::Error)]
-#[error("config key `tools.roots`: cannot use {}: {source}", roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "))]
-pub struct BadRoots {
-    roots: Vec<PathBuf>,
-    source: std::io::Error,
+#[error("config key `{key}`: {message}")]
+pub struct ConfigProblem {
+    key: &'static str,
+    message: String,
 }
 
 /// The parts every channel talks to, wired together: the inbox, the main trajectory, the
@@ -158,9 +199,16 @@ impl Core {
         } else {
             config.tools.roots.clone()
         };
-        let files = Arc::new(FileAccess::new(&roots).map_err(|source| BadRoots {
-            roots: roots.clone(),
-            source,
+        let files = Arc::new(FileAccess::new(&roots).map_err(|source| ConfigProblem {
+            key: "tools.roots",
+            message: format!(
+                "cannot use {}: {source}",
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         })?);
         let inbox = Arc::new(Inbox::open(
             store.clone(),
@@ -176,10 +224,7 @@ impl Core {
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
         ledger.purge(config.tools.ledger_retention)?;
-        let builder = builtin::register_memory(builtin::builtins(), store.memory_tree()?);
-        let tools = Arc::new(
-            builtin::register_http(builder, config.tools.http_allow_hosts.clone()).build()?,
-        );
+        let tools = registry(config, store.memory_tree()?)?;
         let pending = PendingStore::new(store.pending_tree()?);
         pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.

@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use crate::support::{TestDaemon, stdout};
 
+/// The profile with the shell tool (the default `assistant` profile leaves it off).
+const CODING: &str = "[tools]\nprofile = \"coding\"\n";
+
 fn shell(daemon: &TestDaemon, command: &str) -> String {
     let args = serde_json::json!({ "command": command });
     let output = daemon.cli(&["send", "--wait", &format!("/tool shell {args}")]);
@@ -16,7 +19,7 @@ fn shell(daemon: &TestDaemon, command: &str) -> String {
 #[test]
 fn safe_commands_run_in_the_workspace_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("config.toml"), "").unwrap();
+    std::fs::write(dir.path().join("config.toml"), CODING).unwrap();
     let daemon = TestDaemon::start_in_with_env(dir, &[("STEWARD_TEST_SECRET", "hunter2")]);
     let reply = shell(
         &daemon,
@@ -51,7 +54,7 @@ fn safe_commands_run_in_the_workspace_without_secrets() {
 
 #[test]
 fn catastrophic_commands_are_blocked_however_they_are_wrapped() {
-    let daemon = TestDaemon::start();
+    let daemon = TestDaemon::start_with(CODING);
     for command in [
         "rm -rf /",
         "sh -c 'rm -rf ~'",
@@ -71,7 +74,7 @@ fn catastrophic_commands_are_blocked_however_they_are_wrapped() {
 
 #[test]
 fn dangerous_commands_wait_for_the_owner() {
-    let daemon = TestDaemon::start();
+    let daemon = TestDaemon::start_with(CODING);
     std::fs::create_dir(daemon.path().join("workspace/build")).unwrap();
     let reply = shell(&daemon, "rm -r build");
     assert!(
@@ -100,7 +103,7 @@ fn dangerous_commands_wait_for_the_owner() {
 
 #[test]
 fn a_command_that_runs_too_long_is_killed() {
-    let daemon = TestDaemon::start();
+    let daemon = TestDaemon::start_with(CODING);
     let args = serde_json::json!({"command": "sleep 30", "timeout_secs": 1});
     let output = daemon.cli(&["send", "--wait", &format!("/tool shell {args}")]);
     let reply = stdout(&output);
@@ -116,9 +119,9 @@ fn call_json(daemon: &TestDaemon, tool: &str, args: &str) -> (bool, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_call_reports_every_kind_of_outcome() {
-    let daemon = TestDaemon::start_with(
-        "[[tools.policy]]\nid = \"no-listing\"\ntool = \"fs_list\"\ndecision = \"deny\"\n",
-    );
+    let daemon = TestDaemon::start_with(&format!(
+        "{CODING}[[tools.policy]]\nid = \"no-listing\"\ntool = \"fs_list\"\ndecision = \"deny\"\n"
+    ));
     let (ok, line) = call_json(&daemon, "echo", r#"{"text":"x"}"#);
     assert!(ok);
     assert_eq!(
@@ -218,11 +221,23 @@ fn plan_mode_runs_only_read_only_tools() {
 
 #[test]
 fn a_failed_command_comes_with_a_hint() {
-    let daemon = TestDaemon::start();
+    let daemon = TestDaemon::start_with(CODING);
     let reply = shell(&daemon, "no-such-program-xyz --version");
     assert!(reply.contains("\"exit_code\":127"), "{reply}");
     assert!(
         reply.contains("(hint: a program in the command was not found"),
         "{reply}"
+    );
+}
+
+#[test]
+fn the_default_profile_leaves_the_shell_off() {
+    let daemon = TestDaemon::start();
+    let output = daemon.cli(&["tools", "call", "shell", "--args", r#"{"command":"true"}"#]);
+    assert!(!output.status.success(), "{output:?}");
+    assert!(
+        crate::support::stderr(&output).contains("tool `shell` is disabled")
+            || stdout(&output).contains("tool `shell` is disabled"),
+        "{output:?}"
     );
 }

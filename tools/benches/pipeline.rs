@@ -36,7 +36,7 @@ fn main() {
     let db_dir = tempfile::tempdir().unwrap();
     let db = sled::Config::new().path(db_dir.path()).open().unwrap();
     let pipeline = ToolPipeline::new(
-        Arc::new(builtin::builtins().build().unwrap()),
+        builtin::builtins().build().unwrap(),
         ResultBudget::new(
             std::env::temp_dir().join("steward-bench-spill"),
             BATCH_BUDGET_BYTES,

@@ -31,6 +31,29 @@ pub enum Tier {
     Deferred,
 }
 
+/// Where a tool comes from: shown in `steward tools list`, and MCP tools are replaced as a
+/// whole when their server's list changes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ToolSource {
+    Builtin,
+    Mcp(String),
+}
+
+impl std::fmt::Display for ToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolSource::Builtin => f.write_str("builtin"),
+            ToolSource::Mcp(server) => write!(f, "mcp:{server}"),
+        }
+    }
+}
+
+impl Serialize for ToolSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolContract {
     pub name: String,
@@ -41,7 +64,10 @@ pub struct ToolContract {
     /// Non-idempotent tools (send, POST, pay) go through two-phase confirmation.
     pub idempotent: bool,
     pub concurrency: Concurrency,
+    /// `Deferred`: eligible for deferred loading — shown by name only, and found with
+    /// `tool_search`, once the eligible tools' schemas outgrow their share of the context.
     pub tier: Tier,
+    pub source: ToolSource,
     pub groups: Vec<String>,
     /// Injected into the prompt only together with the tool.
     pub usage_guidance: Option<String>,

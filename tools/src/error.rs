@@ -10,8 +10,8 @@ pub enum ToolError {
     InvalidSchema { tool: String, reason: String },
     #[error("tool `{tool}` is declared badly: {reason}")]
     InvalidContract { tool: String, reason: String },
-    #[error("cannot disable `{0}`: no such tool")]
-    UnknownTool(String),
+    #[error("`{0}` in tools.allow or tools.deny is not a tool, a group or an MCP server's tool")]
+    UnknownSelection(String),
     #[error("tool `{0}` cannot be disabled")]
     NotDisableable(String),
 }

@@ -26,10 +26,13 @@ pub mod policy;
 mod registry;
 pub mod safety;
 pub mod search;
+pub mod selection;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel};
-pub use contract::{Concurrency, SideEffect, Tier, ToolContract};
+pub use contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 pub use error::ToolError;
 pub use pipeline::{Authorization, ToolPipeline, is_untrusted};
-pub use registry::{Safety, ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec};
+pub use registry::{
+    Deferral, Safety, ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec,
+};

@@ -29,6 +29,21 @@ pub fn is_untrusted(outcome: &ToolOutcome) -> bool {
     outcome.content.get("untrusted") == Some(&serde_json::Value::Bool(true))
 }
 
+/// A `call_tool` call becomes the call it makes, so the inner tool meets every stage as
+/// itself (see `builtin::tool_search`). A call that is not one stays as it is; a malformed
+/// one stays too, and fails `call_tool`'s own validation with the reason.
+fn resolve(call: &ToolCallRequest) -> std::borrow::Cow<'_, ToolCallRequest> {
+    match crate::builtin::unwrap_call_tool(&call.tool, &call.args) {
+        Some((tool, args)) if tool != "call_tool" => std::borrow::Cow::Owned(ToolCallRequest {
+            call_id: call.call_id.clone(),
+            tool: tool.to_owned(),
+            args: args.clone(),
+            origin: call.origin,
+        }),
+        _ => std::borrow::Cow::Borrowed(call),
+    }
+}
+
 /// How long a call may stay `in_progress` in the ledger before it is overdue.
 const ACTION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -78,14 +93,15 @@ impl ToolPipeline {
 
     /// Runs one call through every stage, the result cut to the tool's budget.
     pub async fn execute(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
-        let outcome = match self.prepare(call) {
-            Ok(tool) => match self.authorize(tool, call, ctx) {
+        let call = resolve(call);
+        let outcome = match self.prepare(&call) {
+            Ok(tool) => match self.authorize(&tool, &call, ctx) {
                 Some(refusal_or_pending) => refusal_or_pending,
-                None => self.perform(tool, call, ctx).await,
+                None => self.perform(&tool, &call, ctx).await,
             },
             Err(outcome) => outcome,
         };
-        self.within_budget(call, outcome)
+        self.within_budget(&call, outcome)
     }
 
     /// Runs an action the owner approved: every stage again except policy, whose question
@@ -95,11 +111,12 @@ impl ToolPipeline {
         call: &ToolCallRequest,
         ctx: &ExecutionContext,
     ) -> ToolOutcome {
-        let outcome = match self.prepare(call) {
-            Ok(tool) => self.perform(tool, call, ctx).await,
+        let call = resolve(call);
+        let outcome = match self.prepare(&call) {
+            Ok(tool) => self.perform(&tool, &call, ctx).await,
             Err(outcome) => outcome,
         };
-        self.within_budget(call, outcome)
+        self.within_budget(&call, outcome)
     }
 
     /// The policy decision alone, for checking edited arguments before an approval runs them.
@@ -108,7 +125,7 @@ impl ToolPipeline {
         call: &ToolCallRequest,
         ctx: &ExecutionContext,
     ) -> Result<Decision, ToolOutcome> {
-        let tool = self.prepare(call)?;
+        let tool = self.prepare(&resolve(call))?;
         let rules = self
             .authorization
             .as_ref()
@@ -132,7 +149,7 @@ impl ToolPipeline {
     }
 
     /// Lookup (disabled tools refused here too) and argument validation.
-    fn prepare(&self, call: &ToolCallRequest) -> Result<&RegisteredTool, ToolOutcome> {
+    fn prepare(&self, call: &ToolCallRequest) -> Result<Arc<RegisteredTool>, ToolOutcome> {
         let Some(tool) = self.registry.get(&call.tool) else {
             return Err(ToolOutcome::error(format!("unknown tool `{}`", call.tool)));
         };

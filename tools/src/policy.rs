@@ -144,7 +144,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::contract::{Concurrency, Tier};
+    use crate::contract::{Concurrency, Tier, ToolSource};
 
     fn tool(
         name: &str,
@@ -161,6 +161,7 @@ mod tests {
             idempotent,
             concurrency: Concurrency::Unsafe,
             tier: Tier::Core,
+            source: ToolSource::Builtin,
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             usage_guidance: None,
             search_hint: None,

@@ -1,21 +1,28 @@
-//! The registry: contracts and handlers registered once, through one builder, which yields
-//! both the specs shown to the model and the handlers that run. Schemas are compiled into
-//! validators when the registry is built, so a tool with a broken schema fails at start-up,
-//! not at its first call.
+//! The registry: contracts and handlers registered through one builder, which yields both
+//! the specs shown to the model and the handlers that run. Schemas are compiled into
+//! validators when a tool is registered, so a tool with a broken schema fails at start-up
+//! (or is refused when an MCP server offers it), not at its first call.
+//!
+//! The tool set can change while the daemon runs (an MCP server's list changes): the set is
+//! an immutable catalog behind a lock, replaced as a whole, so a call or a listing works on
+//! one consistent snapshot. Which tools are enabled is fixed by the [`Selection`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 use serde_json::Value;
 use steward_events::ToolOutcome;
 
+use crate::builtin;
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, Tier, ToolContract};
+use crate::contract::{Concurrency, Tier, ToolContract, ToolSource};
 use crate::error::ToolError;
+use crate::search::{Query, SearchDoc, SearchIndex};
+use crate::selection::Selection;
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
 
@@ -77,10 +84,15 @@ impl fmt::Debug for RegisteredTool {
     }
 }
 
+/// Collects the built-in tools, the selection (profile, allow, deny) and the deferral
+/// threshold; [`ToolRegistryBuilder::build`] checks and compiles everything once.
 #[derive(Default)]
 pub struct ToolRegistryBuilder {
     tools: Vec<(ToolContract, Arc<dyn ToolHandler>)>,
-    disabled: BTreeSet<String>,
+    selection: Selection,
+    deferral: Deferral,
+    /// Configured MCP servers, whose tools `allow`/`deny` may name before they are listed.
+    mcp_servers: Vec<String>,
 }
 
 impl fmt::Debug for ToolRegistryBuilder {
@@ -88,7 +100,7 @@ impl fmt::Debug for ToolRegistryBuilder {
         let names: Vec<&str> = self.tools.iter().map(|(c, _)| c.name.as_str()).collect();
         f.debug_struct("ToolRegistryBuilder")
             .field("tools", &names)
-            .field("disabled", &self.disabled)
+            .field("selection", &self.selection)
             .finish()
     }
 }
@@ -103,40 +115,190 @@ impl ToolRegistryBuilder {
         self
     }
 
-    /// Hides a tool from the model and refuses its calls.
-    pub fn disable(mut self, name: impl Into<String>) -> Self {
-        self.disabled.insert(name.into());
+    /// Which tools are enabled (see [`Selection`]).
+    pub fn select(mut self, selection: Selection) -> Self {
+        self.selection = selection;
         self
     }
 
-    pub fn build(self) -> Result<ToolRegistry, ToolError> {
+    /// Hides a tool from the model and refuses its calls.
+    pub fn disable(mut self, name: impl Into<String>) -> Self {
+        self.selection.deny.push(name.into());
+        self
+    }
+
+    /// The MCP servers that will add tools once they are running.
+    pub fn expect_mcp_servers(mut self, names: Vec<String>) -> Self {
+        self.mcp_servers = names;
+        self
+    }
+
+    /// When deferred-eligible tools are shown by name only (see [`Deferral`]).
+    pub fn defer(mut self, deferral: Deferral) -> Self {
+        self.deferral = deferral;
+        self
+    }
+
+    /// Checks every contract and selection entry and builds the registry, with
+    /// `tool_search` and `call_tool` added (every registry has them).
+    pub fn build(self) -> Result<Arc<ToolRegistry>, ToolError> {
         let mut tools = BTreeMap::new();
-        for (contract, handler) in self.tools {
-            check_contract(&contract)?;
-            let validator = compile_schema(&contract)?;
-            let name = contract.name.clone();
-            let tool = RegisteredTool {
-                contract,
-                handler,
-                validator,
-            };
-            if tools.insert(name.clone(), tool).is_some() {
+        let call_tool = builtin::tool_search::call_contract();
+        let entries = self.tools.into_iter().chain([(
+            call_tool,
+            Arc::new(builtin::tool_search::CallTool) as Arc<dyn ToolHandler>,
+        )]);
+        for (contract, handler) in entries {
+            let tool = RegisteredTool::new(contract, handler)?;
+            let name = tool.contract.name.clone();
+            if tools.insert(name.clone(), Arc::new(tool)).is_some() {
                 return Err(ToolError::DuplicateTool(name));
             }
         }
-        for name in &self.disabled {
-            match tools.get(name) {
-                None => return Err(ToolError::UnknownTool(name.clone())),
-                Some(tool) if !tool.contract.disableable => {
-                    return Err(ToolError::NotDisableable(name.clone()));
-                }
-                Some(_) => {}
+        let search = builtin::tool_search::search_contract();
+        let search_validator = compile_schema(&search)?;
+        if tools.contains_key(&search.name) {
+            return Err(ToolError::DuplicateTool(search.name));
+        }
+        let contracts = || tools.values().map(|t: &Arc<RegisteredTool>| &t.contract);
+        let with_search = contracts().chain(std::iter::once(&search));
+        if let Some(name) = self.selection.denied_core_tools(with_search).first() {
+            return Err(ToolError::NotDisableable((*name).to_owned()));
+        }
+        // A misspelt `deny` entry would leave a tool on without a word: refuse it.
+        for entry in self.selection.deny.iter().chain(&self.selection.allow) {
+            let mcp = |s: &String| {
+                entry == &format!("group:mcp:{s}") || entry.starts_with(&format!("{s}_"))
+            };
+            let known = entry == "*"
+                || entry == "group:mcp:*"
+                || entry == &search.name
+                || self.mcp_servers.iter().any(mcp)
+                || contracts().any(|c| &c.name == entry || c.groups.contains(entry));
+            if !known {
+                return Err(ToolError::UnknownSelection(entry.clone()));
             }
         }
-        Ok(ToolRegistry {
-            tools,
-            disabled: self.disabled,
+        Ok(Arc::new_cyclic(|registry| {
+            let search = RegisteredTool {
+                contract: search,
+                handler: Arc::new(builtin::tool_search::ToolSearch(registry.clone())),
+                validator: search_validator,
+            };
+            tools.insert(search.contract.name.clone(), Arc::new(search));
+            ToolRegistry {
+                catalog: Arc::new(RwLock::new(Arc::new(Catalog::new(tools, &self.selection)))),
+                selection: self.selection,
+                deferral: self.deferral,
+            }
+        }))
+    }
+}
+
+impl RegisteredTool {
+    fn new(contract: ToolContract, handler: Arc<dyn ToolHandler>) -> Result<Self, ToolError> {
+        check_contract(&contract)?;
+        let validator = compile_schema(&contract)?;
+        Ok(Self {
+            contract,
+            handler,
+            validator,
         })
+    }
+}
+
+/// When deferred-eligible tools are shown by name only: once their schemas would take more
+/// than `threshold_pct` percent of the model's context window (DESIGN.md §4). Below that,
+/// every tool is sent in full — a search step costs more than a few schemas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferral {
+    pub context_window_tokens: u64,
+    pub threshold_pct: u8,
+}
+
+impl Default for Deferral {
+    fn default() -> Self {
+        Self {
+            context_window_tokens: 32_768,
+            threshold_pct: 10,
+        }
+    }
+}
+
+impl Deferral {
+    /// Whether eligible schemas of `schema_bytes` (serialized) are deferred.
+    pub fn applies(&self, schema_bytes: usize) -> bool {
+        // About four bytes of JSON per token.
+        let tokens = schema_bytes as u64 / 4;
+        schema_bytes > 0
+            && tokens * 100 >= self.context_window_tokens * u64::from(self.threshold_pct)
+    }
+}
+
+/// The live tool set: built-ins plus whatever MCP servers offer now, with the search index
+/// over the enabled ones. Replaced as a whole when a server's tools change; readers keep
+/// the snapshot they took.
+struct Catalog {
+    tools: BTreeMap<String, Arc<RegisteredTool>>,
+    /// The enabled tools, in the index's document order.
+    searchable: Vec<Arc<RegisteredTool>>,
+    index: SearchIndex,
+}
+
+impl fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Catalog")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("searchable", &self.searchable.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    fn new(tools: BTreeMap<String, Arc<RegisteredTool>>, selection: &Selection) -> Self {
+        let searchable: Vec<Arc<RegisteredTool>> = tools
+            .values()
+            .filter(|t| selection.is_enabled(&t.contract))
+            .cloned()
+            .collect();
+        let docs: Vec<SearchDoc> = searchable.iter().map(|t| search_doc(&t.contract)).collect();
+        Self {
+            index: SearchIndex::build(&docs),
+            tools,
+            searchable,
+        }
+    }
+}
+
+fn search_doc(contract: &ToolContract) -> SearchDoc {
+    let parameters = contract
+        .parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(
+                    |(name, schema)| match schema.get("description").and_then(Value::as_str) {
+                        Some(d) => format!("{name} {d}"),
+                        None => name.clone(),
+                    },
+                )
+                .collect()
+        })
+        .unwrap_or_default();
+    let groups: Vec<&str> = contract
+        .groups
+        .iter()
+        .map(|g| g.trim_start_matches("group:"))
+        .collect();
+    SearchDoc {
+        name: contract.name.clone(),
+        title: None,
+        description: contract.description.clone(),
+        search_hint: contract.search_hint.clone(),
+        server: (!groups.is_empty()).then(|| groups.join(" ")),
+        parameters,
     }
 }
 
@@ -177,46 +339,117 @@ fn compile_schema(contract: &ToolContract) -> Result<jsonschema::Validator, Tool
     jsonschema::validator_for(&contract.parameters).map_err(|e| invalid(e.to_string()))
 }
 
-/// The built registry, shared read-only by the pipeline and everything that lists tools.
+/// The registry, shared by the pipeline and everything that lists or searches tools.
 #[derive(Debug)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, RegisteredTool>,
-    disabled: BTreeSet<String>,
+    catalog: Arc<RwLock<Arc<Catalog>>>,
+    selection: Selection,
+    deferral: Deferral,
 }
 
 impl ToolRegistry {
+    fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Every registered contract, disabled ones included, in name order.
-    pub fn contracts(&self) -> impl Iterator<Item = &ToolContract> {
-        self.tools.values().map(|t| &t.contract)
-    }
-
-    pub fn is_disabled(&self, name: &str) -> bool {
-        self.disabled.contains(name)
-    }
-
-    /// The specs the model is shown: enabled tools, and in a lane only lane-allowed ones.
-    pub fn specs(&self, in_lane: bool) -> Vec<ToolSpec> {
-        self.tools
+    pub fn contracts(&self) -> Vec<ToolContract> {
+        self.catalog()
+            .tools
             .values()
-            .filter(|t| !self.is_disabled(&t.contract.name))
-            .filter(|t| !in_lane || t.contract.allowed_in_lane)
-            .map(|t| ToolSpec {
-                name: t.contract.name.clone(),
-                description: t.contract.description.clone(),
-                parameters: t.contract.parameters.clone(),
-                usage_guidance: t.contract.usage_guidance.clone(),
-                tier: t.contract.tier,
-            })
+            .map(|t| t.contract.clone())
             .collect()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&RegisteredTool> {
-        self.tools.get(name)
+    pub fn is_disabled(&self, name: &str) -> bool {
+        self.catalog()
+            .tools
+            .get(name)
+            .is_some_and(|t| !self.selection.is_enabled(&t.contract))
+    }
+
+    /// The specs the model is shown: enabled tools (in a lane only lane-allowed ones), in
+    /// name order. Deferred-eligible tools keep `Tier::Deferred` only when [`Deferral`]
+    /// applies to them; otherwise every tool is shown in full.
+    pub fn specs(&self, in_lane: bool) -> Vec<ToolSpec> {
+        let catalog = self.catalog();
+        let mut specs: Vec<ToolSpec> = catalog
+            .searchable
+            .iter()
+            .filter(|t| !in_lane || t.contract.allowed_in_lane)
+            .map(|t| spec(&t.contract))
+            .collect();
+        let eligible_bytes: usize = specs
+            .iter()
+            .filter(|s| s.tier == Tier::Deferred)
+            .map(|s| serde_json::to_string(s).map_or(0, |j| j.len()))
+            .sum();
+        if !self.deferral.applies(eligible_bytes) {
+            for spec in &mut specs {
+                spec.tier = Tier::Core;
+            }
+        }
+        specs
+    }
+
+    /// The enabled tools that best match a `tool_search` query, best first.
+    pub fn search(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec> {
+        let catalog = self.catalog();
+        // Over-fetch a little: lane-disallowed tools are dropped after ranking.
+        catalog
+            .index
+            .search(query, max_results * 2)
+            .into_iter()
+            .map(|i| &catalog.searchable[i].contract)
+            .filter(|c| !in_lane || c.allowed_in_lane)
+            .take(max_results)
+            .map(spec)
+            .collect()
+    }
+
+    /// Replaces every tool of `source` (an MCP server's list, after a change) at once.
+    /// Tools that fail their checks are left out and returned with the reason.
+    pub fn replace_source(
+        &self,
+        source: &ToolSource,
+        tools: Vec<(ToolContract, Arc<dyn ToolHandler>)>,
+    ) -> Vec<ToolError> {
+        let mut rejected = Vec::new();
+        let mut catalog = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+        let mut all: BTreeMap<String, Arc<RegisteredTool>> = catalog
+            .tools
+            .iter()
+            .filter(|(_, t)| &t.contract.source != source)
+            .map(|(name, t)| (name.clone(), t.clone()))
+            .collect();
+        for (contract, handler) in tools {
+            match RegisteredTool::new(contract, handler) {
+                Ok(tool) if all.contains_key(&tool.contract.name) => {
+                    rejected.push(ToolError::DuplicateTool(tool.contract.name));
+                }
+                Ok(tool) => {
+                    all.insert(tool.contract.name.clone(), Arc::new(tool));
+                }
+                Err(e) => rejected.push(e),
+            }
+        }
+        *catalog = Arc::new(Catalog::new(all, &self.selection));
+        rejected
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<RegisteredTool>> {
+        self.catalog().tools.get(name).cloned()
     }
 
     /// Whether a call may share a batch with its neighbours. Unknown tools run alone (and
-    /// fail there with a clear result).
+    /// fail there with a clear result); `call_tool` is as safe as the call it makes.
     pub fn is_concurrency_safe(&self, name: &str, args: &Value) -> bool {
+        if let Some((inner, inner_args)) = crate::builtin::unwrap_call_tool(name, args) {
+            return self.is_concurrency_safe(inner, inner_args);
+        }
         match self.get(name) {
             Some(tool) => match tool.contract.concurrency {
                 Concurrency::Safe => true,
@@ -225,5 +458,15 @@ impl ToolRegistry {
             },
             None => false,
         }
+    }
+}
+
+fn spec(contract: &ToolContract) -> ToolSpec {
+    ToolSpec {
+        name: contract.name.clone(),
+        description: contract.description.clone(),
+        parameters: contract.parameters.clone(),
+        usage_guidance: contract.usage_guidance.clone(),
+        tier: contract.tier,
     }
 }

@@ -207,7 +207,7 @@ impl UserChannel {
             }
             Request::Tools => {
                 for contract in self.tools.contracts() {
-                    let mut tool = serde_json::to_value(contract).unwrap_or_default();
+                    let mut tool = serde_json::to_value(&contract).unwrap_or_default();
                     tool["disabled"] = self.tools.is_disabled(&contract.name).into();
                     s.write(&Response::Tool { tool }).await?;
                 }

@@ -62,7 +62,7 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
             if e.downcast_ref::<LockError>().is_some() {
                 return ExitCode::from(EX_TEMPFAIL);
             }
-            if e.downcast_ref::<crate::daemon::BadRoots>().is_some() {
+            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some() {
                 return ExitCode::from(EX_CONFIG);
             }
             ExitCode::FAILURE

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
@@ -22,6 +22,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:debug".into()],
         usage_guidance: None,
         search_hint: Some("repeat print test".into()),

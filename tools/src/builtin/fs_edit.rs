@@ -6,7 +6,7 @@ use steward_events::ToolOutcome;
 
 use super::fs_write::{remember, write_atomically};
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
@@ -29,6 +29,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Unsafe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:fs".into()],
         usage_guidance: Some("old_text must match the file exactly and occur once; include surrounding lines to make it unique.".into()),
         search_hint: Some("modify replace change patch file".into()),

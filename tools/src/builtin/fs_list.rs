@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 const MAX_ENTRIES: usize = 1000;
@@ -22,6 +22,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:fs".into()],
         usage_guidance: None,
         search_hint: Some("ls directory folder entries".into()),

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::files::FileStamp;
 use crate::registry::{ToolFuture, ToolHandler};
 
@@ -32,6 +32,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:fs".into()],
         usage_guidance: Some("Read a file before changing it with fs_write or fs_edit.".into()),
         search_hint: Some("open view cat file contents lines".into()),

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
@@ -36,6 +36,7 @@ fn search_contract(
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:fs".into()],
         usage_guidance: None,
         search_hint: Some(hint.into()),

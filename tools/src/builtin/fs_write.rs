@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::files::FileStamp;
 use crate::registry::{ToolFuture, ToolHandler};
 
@@ -30,6 +30,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Unsafe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:fs".into()],
         usage_guidance: Some(
             "Existing files must be read with fs_read first; prefer fs_edit for small changes."

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use steward_events::{ToolOutcome, ToolStatus};
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -43,6 +43,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: false,
         concurrency: Concurrency::FromArgs,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:web".into()],
         usage_guidance: Some("Use GET to read. POST/PUT/PATCH/DELETE act on the world and wait for the owner's confirmation.".into()),
         search_hint: Some("http api post get webhook url request".into()),

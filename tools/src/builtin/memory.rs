@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler, ToolRegistryBuilder};
 
 const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -109,6 +109,7 @@ fn contract(
             Concurrency::Unsafe
         },
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:memory".into()],
         usage_guidance: None,
         search_hint: Some("remember recall note store fact".into()),

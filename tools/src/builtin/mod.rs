@@ -12,9 +12,11 @@ mod memory;
 mod notify_owner;
 mod shell;
 mod sleep;
+pub(crate) mod tool_search;
 mod web_fetch;
 
 pub use memory::register_memory;
+pub use tool_search::unwrap_call_tool;
 
 use crate::registry::ToolRegistryBuilder;
 

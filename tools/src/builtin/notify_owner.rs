@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
@@ -24,6 +24,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:messaging".into()],
         usage_guidance: Some("Use for things the owner should know now; replies to the current message need no tool.".into()),
         search_hint: Some("message tell alert remind owner".into()),

@@ -15,7 +15,7 @@ use steward_events::{ToolOutcome, ToolStatus};
 use tokio::io::AsyncReadExt;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{Safety, ToolFuture, ToolHandler};
 use crate::safety::{CommandTier, ShellContext, classify_shell};
 
@@ -46,6 +46,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Unsafe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:runtime".into()],
         usage_guidance: Some("Destructive commands (rm, force pushes, installs) need the owner's confirmation; some are blocked outright.".into()),
         search_hint: Some("bash run execute command terminal".into()),

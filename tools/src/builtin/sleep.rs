@@ -8,7 +8,7 @@ use steward_events::ToolOutcome;
 use tokio::time::Instant;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract};
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
 use crate::registry::{ToolFuture, ToolHandler};
 
 /// A day: long enough for any test or reminder-style wait, short enough to catch typos.
@@ -29,6 +29,7 @@ pub(super) fn contract() -> ToolContract {
         idempotent: true,
         concurrency: Concurrency::Safe,
         tier: Tier::Core,
+        source: ToolSource::Builtin,
         groups: vec!["group:debug".into()],
         usage_guidance: None,
         search_hint: Some("wait pause delay".into()),

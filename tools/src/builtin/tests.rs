@@ -44,13 +44,13 @@ fn test_budget() -> crate::budget::ResultBudget {
 }
 
 fn pipeline() -> ToolPipeline {
-    ToolPipeline::new(Arc::new(builtins().build().unwrap()), test_budget())
+    ToolPipeline::new(builtins().build().unwrap(), test_budget())
 }
 
 #[test]
 fn every_builtin_declares_a_complete_contract() {
     let registry = builtins().build().unwrap();
-    let contracts: Vec<_> = registry.contracts().collect();
+    let contracts: Vec<_> = registry.contracts();
     assert!(contracts.len() >= 2);
     for c in contracts {
         assert!(!c.description.is_empty(), "{} has no description", c.name);
@@ -76,7 +76,7 @@ fn every_non_idempotent_or_system_changing_tool_asks_under_the_default_policy() 
             rules: &[],
         })
     };
-    for contract in registry.contracts() {
+    for contract in &registry.contracts() {
         let must_ask = !contract.idempotent || contract.side_effect == SideEffect::SystemChange;
         let decision = decide(contract, steward_events::Trust::Owner);
         let asks = matches!(decision, crate::policy::Decision::Confirm { .. });
@@ -120,7 +120,7 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
 
     let registry = builtins().disable("echo").build().unwrap();
     assert!(registry.specs(false).iter().all(|s| s.name != "echo"));
-    let p = ToolPipeline::new(Arc::new(registry), test_budget());
+    let p = ToolPipeline::new(registry, test_budget());
     let out = p
         .execute(&call("c", "echo", json!({"text": "x"})), &ctx())
         .await;
@@ -147,7 +147,7 @@ fn broken_declarations_fail_the_build() {
     );
 
     let err = builtins().disable("nope").build().unwrap_err();
-    assert!(matches!(err, ToolError::UnknownTool(_)), "{err}");
+    assert!(matches!(err, ToolError::UnknownSelection(_)), "{err}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -192,7 +192,9 @@ fn probe_contract(name: &str, concurrency: Concurrency) -> ToolContract {
         idempotent: true,
         concurrency,
         tier: Tier::Core,
-        groups: vec![],
+        source: crate::ToolSource::Builtin,
+        // In the default (assistant) profile.
+        groups: vec!["group:debug".into()],
         usage_guidance: None,
         search_hint: None,
         result_budget: 100,
@@ -215,7 +217,7 @@ async fn safe_calls_run_together_unsafe_ones_alone_results_in_order() {
         )
         .build()
         .unwrap();
-    let p = ToolPipeline::new(Arc::new(registry), test_budget());
+    let p = ToolPipeline::new(registry, test_budget());
     let calls = vec![
         call("1", "safe", json!({"id": "a", "ms": 30})),
         call("2", "safe", json!({"id": "b", "ms": 10})),
@@ -256,7 +258,7 @@ async fn a_recorded_write_is_not_run_twice_for_the_same_event() {
         .register(contract, Counter(runs.clone()))
         .build()
         .unwrap();
-    let p = ToolPipeline::new(Arc::new(registry), test_budget())
+    let p = ToolPipeline::new(registry, test_budget())
         .with_ledger(crate::ledger::Ledger::new(db.open_tree("ledger").unwrap()));
     let origin = steward_events::EventId::generate();
     let mut first = call("1", "counter", json!({"n": 1}));
@@ -287,4 +289,210 @@ impl crate::OwnerChannel for Silent {
     fn notify(&self, _text: &str, _origin: Option<steward_events::EventId>) -> usize {
         0
     }
+}
+
+fn deferred(name: &str, description: &str) -> ToolContract {
+    let mut contract = probe_contract(name, Concurrency::Safe);
+    contract.description = description.into();
+    contract.tier = Tier::Deferred;
+    contract.source = crate::ToolSource::Mcp("calendar".into());
+    contract.groups = vec!["group:mcp:calendar".into()];
+    contract.parameters = json!({"type": "object", "properties": {"when": {"type": "string", "description": "ISO date"}}, "required": ["when"]});
+    contract
+}
+
+#[tokio::test]
+async fn tool_search_returns_schemas_and_call_tool_runs_them_through_the_pipeline() {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let registry = builtins()
+        .register(
+            deferred("calendar_add_event", "Add an event to the calendar."),
+            Counter(runs.clone()),
+        )
+        .register(
+            deferred("calendar_list", "List the events of a day."),
+            Counter(runs.clone()),
+        )
+        .build()
+        .unwrap();
+    let p = ToolPipeline::new(registry, test_budget());
+    let search = |query: &str| call("s", "tool_search", json!({"query": query}));
+
+    let out = p.execute(&search("add a calendar event"), &ctx()).await;
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert_eq!(
+        out.content["tools"][0]["name"], "calendar_add_event",
+        "{out:?}"
+    );
+    assert_eq!(
+        out.content["tools"][0]["parameters"]["required"],
+        json!(["when"])
+    );
+
+    let out = p
+        .execute(&search("select:calendar_list,fs_read"), &ctx())
+        .await;
+    let names: Vec<&str> = out.content["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["calendar_list", "fs_read"]);
+
+    // `+list`: only names with the part "list"; the rest of the words rank them.
+    let out = p.execute(&search("+list calendar"), &ctx()).await;
+    let names: Vec<&str> = out.content["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["calendar_list", "fs_list"], "{out:?}");
+
+    let out = p.execute(&search("quantum chromodynamics"), &ctx()).await;
+    assert_eq!(out.content["tools"], json!([]));
+    assert!(
+        out.content["message"].as_str().unwrap().contains("broader"),
+        "{out:?}"
+    );
+
+    let out = p.execute(&search("select:"), &ctx()).await;
+    assert_eq!(out.status, ToolStatus::Error);
+
+    // call_tool runs the inner tool as itself: its schema is checked, it runs once.
+    let via = |args: Value| {
+        call(
+            "c",
+            "call_tool",
+            json!({"name": "calendar_add_event", "arguments": args}),
+        )
+    };
+    let out = p.execute(&via(json!({})), &ctx()).await;
+    assert!(
+        out.content_text()
+            .contains("invalid arguments for `calendar_add_event`"),
+        "{out:?}"
+    );
+    let out = p.execute(&via(json!({"when": "2026-12-01"})), &ctx()).await;
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let out = p
+        .execute(&call("c", "call_tool", json!({"name": "nope"})), &ctx())
+        .await;
+    assert_eq!(out, ToolOutcome::error("unknown tool `nope`"));
+    let out = p
+        .execute(
+            &call("c", "call_tool", json!({"name": "call_tool"})),
+            &ctx(),
+        )
+        .await;
+    assert!(
+        out.content_text().contains("cannot call call_tool"),
+        "{out:?}"
+    );
+    // Calling the deferred tool directly by name works too.
+    let out = p
+        .execute(
+            &call("d", "calendar_list", json!({"when": "today"})),
+            &ctx(),
+        )
+        .await;
+    assert_eq!(out.status, ToolStatus::Ok, "{out:?}");
+}
+
+#[test]
+fn deferred_tools_are_named_only_past_the_threshold() {
+    let table = [
+        // (schema bytes, window tokens, pct, deferred)
+        (0, 32_768, 10, false),
+        (4_000, 32_768, 10, false),
+        (13_200, 32_768, 10, true),
+        (4_000, 1_000_000, 10, false),
+        (1, 32_768, 0, true),
+        (40_000, 32_768, 100, false),
+    ];
+    for (bytes, window, pct, expected) in table {
+        let deferral = crate::Deferral {
+            context_window_tokens: window,
+            threshold_pct: pct,
+        };
+        assert_eq!(deferral.applies(bytes), expected, "{bytes} {window} {pct}");
+    }
+    let build = |pct| {
+        builtins()
+            .register(
+                deferred("calendar_add_event", "Add an event."),
+                Counter(Arc::default()),
+            )
+            .defer(crate::Deferral {
+                context_window_tokens: 32_768,
+                threshold_pct: pct,
+            })
+            .build()
+            .unwrap()
+    };
+    let tier = |pct| {
+        build(pct)
+            .specs(false)
+            .into_iter()
+            .find(|s| s.name == "calendar_add_event")
+            .unwrap()
+            .tier
+    };
+    assert_eq!(tier(10), Tier::Core, "one small schema is sent in full");
+    assert_eq!(tier(0), Tier::Deferred);
+    let core_tiers = build(0).specs(false);
+    assert!(
+        core_tiers
+            .iter()
+            .filter(|s| s.name != "calendar_add_event")
+            .all(|s| s.tier == Tier::Core)
+    );
+}
+
+#[test]
+fn a_source_is_replaced_as_a_whole_and_selection_errors_are_named() {
+    let registry = builtins().build().unwrap();
+    let source = crate::ToolSource::Mcp("calendar".into());
+    let handler = || -> Arc<dyn ToolHandler> { Arc::new(Counter(Arc::default())) };
+    let rejected = registry.replace_source(
+        &source,
+        vec![
+            (deferred("calendar_add_event", "Add."), handler()),
+            (deferred("fs_read", "Clashes with a built-in."), handler()),
+        ],
+    );
+    assert!(
+        matches!(&rejected[..], [ToolError::DuplicateTool(n)] if n == "fs_read"),
+        "{rejected:?}"
+    );
+    assert!(
+        registry
+            .specs(false)
+            .iter()
+            .any(|s| s.name == "calendar_add_event")
+    );
+    registry.replace_source(
+        &source,
+        vec![(deferred("calendar_list", "List."), handler())],
+    );
+    let names: Vec<String> = registry.specs(false).into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"calendar_list".to_owned())
+            && !names.contains(&"calendar_add_event".to_owned())
+    );
+
+    let err = builtins().disable("tool_search").build().unwrap_err();
+    assert!(
+        matches!(err, ToolError::NotDisableable(ref n) if n == "tool_search"),
+        "{err}"
+    );
+    let err = builtins().disable("group:nope").build().unwrap_err();
+    assert!(matches!(err, ToolError::UnknownSelection(_)), "{err}");
+    let ok = builtins()
+        .expect_mcp_servers(vec!["github".into()])
+        .disable("github_delete_repo")
+        .build();
+    assert!(ok.is_ok());
 }

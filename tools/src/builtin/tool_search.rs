@@ -1,0 +1,144 @@
+//! `tool_search` and `call_tool`: how a model reaches deferred tools without the tools array
+//! ever changing (the prompt prefix stays byte-identical, DESIGN.md §3).
+//!
+//! `tool_search` returns the full schemas of the best matches inside its result; the model
+//! then calls a found tool by name, or through `call_tool {name, arguments}` where a
+//! provider only accepts calls to declared tools. `call_tool` is unwrapped by the pipeline
+//! into the inner call before lookup ([`unwrap_call_tool`]), so the inner tool goes through
+//! every stage as itself: its schema, its safety check, its policy, its ledger key.
+//!
+//! Both are part of every registry and cannot be disabled.
+
+use std::sync::Weak;
+
+use serde_json::{Value, json};
+use steward_events::ToolOutcome;
+
+use crate::context::ExecutionContext;
+use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::registry::{ToolFuture, ToolHandler, ToolRegistry};
+use crate::search::parse_query;
+
+const DEFAULT_RESULTS: u64 = 5;
+const MAX_RESULTS: u64 = 20;
+
+pub fn search_contract() -> ToolContract {
+    ToolContract {
+        name: "tool_search".into(),
+        description: "Find tools that are not loaded yet and get their full schemas. Query forms: \
+\"select:name1,name2\" loads tools by exact name; free keywords rank tools by relevance; \
+\"+word more words\" requires `word` in the tool's name."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "select:a,b | keywords | +name_word keywords"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "How many tools to return (default 5)."}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        }),
+        side_effect: SideEffect::ReadOnly,
+        idempotent: true,
+        concurrency: Concurrency::Safe,
+        tier: Tier::Core,
+        source: ToolSource::Builtin,
+        groups: vec!["group:tools".into()],
+        usage_guidance: Some(
+            "Tools listed by name in the system text are loaded with it. Call a found tool by \
+its name, or through call_tool. If a tool fails to execute, do not search for it again."
+                .into(),
+        ),
+        search_hint: None,
+        result_budget: 64 * 1024,
+        disableable: false,
+        allowed_in_lane: true,
+    }
+}
+
+pub fn call_contract() -> ToolContract {
+    ToolContract {
+        name: "call_tool".into(),
+        description: "Call a tool found with tool_search by its name, with its arguments.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name."},
+                "arguments": {"type": "object", "description": "The tool's arguments, as its schema says."}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        }),
+        // The inner call's own contract decides everything; see the module docs.
+        side_effect: SideEffect::ReadOnly,
+        idempotent: true,
+        concurrency: Concurrency::FromArgs,
+        tier: Tier::Core,
+        source: ToolSource::Builtin,
+        groups: vec!["group:tools".into()],
+        usage_guidance: None,
+        search_hint: None,
+        result_budget: 64 * 1024,
+        disableable: false,
+        allowed_in_lane: true,
+    }
+}
+
+/// The inner call of a `call_tool` call: `(name, arguments)`.
+pub fn unwrap_call_tool<'a>(tool: &str, args: &'a Value) -> Option<(&'a str, &'a Value)> {
+    if tool != "call_tool" {
+        return None;
+    }
+    static EMPTY: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({}));
+    let name = args.get("name")?.as_str()?;
+    Some((name, args.get("arguments").unwrap_or(&EMPTY)))
+}
+
+/// Searches the registry it belongs to (a weak link: the registry owns this handler).
+pub struct ToolSearch(pub Weak<ToolRegistry>);
+
+impl ToolHandler for ToolSearch {
+    fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let Some(registry) = self.0.upgrade() else {
+                return ToolOutcome::error("the tool registry is shutting down");
+            };
+            let text = args["query"].as_str().unwrap_or_default();
+            let query = match parse_query(text) {
+                Ok(query) => query,
+                Err(e) => return ToolOutcome::error(e.to_string()),
+            };
+            let max = args["max_results"]
+                .as_u64()
+                .unwrap_or(DEFAULT_RESULTS)
+                .min(MAX_RESULTS) as usize;
+            let found = registry.search(&query, max, !ctx.trajectory.is_main());
+            if found.is_empty() {
+                return ToolOutcome::ok(json!({
+                    "tools": [],
+                    "message": format!("No tool matches {text:?}. Try broader or different words, or select:NAME if you know the name."),
+                }));
+            }
+            ToolOutcome::ok(json!({
+                "tools": found,
+                "message": "Call these tools by name, or through call_tool {name, arguments}.",
+            }))
+        })
+    }
+}
+
+/// Reached only when the pipeline left the call as it was: `call_tool` naming itself.
+pub struct CallTool;
+
+impl ToolHandler for CallTool {
+    fn call<'a>(&'a self, _args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async {
+            ToolOutcome::error("call_tool cannot call call_tool; give the name of the tool to run")
+        })
+    }
+
+    fn concurrency_safe_for(&self, _args: &Value) -> bool {
+        // The registry asks the inner tool instead (see `is_concurrency_safe`).
+        false
+    }
+}
