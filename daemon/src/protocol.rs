@@ -40,6 +40,13 @@ pub enum Request {
         follow: bool,
     },
     Tools,
+    /// The tools `tool_search` would return for this query (enabled tools, main trajectory),
+    /// as `Tool` lines, best first.
+    SearchTools {
+        query: String,
+        #[serde(default)]
+        max_results: Option<usize>,
+    },
     /// Runs one tool call through the full pipeline, in the main trajectory, as the owner.
     CallTool {
         tool: String,

@@ -415,3 +415,116 @@ fn a_listing_piped_into_a_closed_reader_ends_quietly() {
     assert!(output.status.success(), "{output:?}");
     assert!(!stderr(&output).contains("panicked"), "{output:?}");
 }
+
+#[test]
+fn tools_search_ranks_like_the_model_and_bad_queries_say_why() {
+    let daemon = TestDaemon::start();
+    let output = daemon.cli(&["tools", "search", "write text into a file", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let names: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        names.len() <= 5 && names.contains(&"fs_write".to_owned()),
+        "{names:?}"
+    );
+    let output = daemon.cli(&["tools", "search", "select:fs_read,echo", "--json"]);
+    let names: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(names, ["fs_read", "echo"]);
+    // The shell is not in the default profile: never found.
+    let output = daemon.cli(&["tools", "search", "+shell run a command", "--json"]);
+    assert!(output.status.success());
+    assert_eq!(stdout(&output), "");
+    let output = daemon.cli(&["tools", "search", "+"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("must be followed by a word"),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn tools_bench_scores_a_labelled_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.jsonl");
+    let queries = dir.path().join("queries.jsonl");
+    std::fs::write(
+        &tools,
+        [
+            r#"{"id": "weather/forecast", "server": "weather", "name": "forecast", "description": "Weather forecast for a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}"#,
+            r#"{"id": "mail/send_email", "server": "mail", "name": "send_email", "description": "Send an email", "parameters": null}"#,
+            r#"{"id": "notes", "server": null, "name": "notes", "description": "Keep notes", "parameters": null}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        &queries,
+        [
+            r#"{"qid": "1", "query": "will it rain in Oslo tomorrow, what is the forecast", "relevant": ["weather/forecast"], "kind": "single"}"#,
+            r#"{"qid": "2", "query": "email my notes to Bob", "relevant": ["mail/send_email", "notes"], "kind": "multi"}"#,
+            r#"{"qid": "3", "query": "jot this down", "relevant": ["x/y"], "relevant_groups": [["notes", "x/y"]], "kind": "single"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    // No daemon and no config needed.
+    let output = Command::new(BIN)
+        .args(["tools", "bench", "--tools"])
+        .arg(&tools)
+        .arg("--queries")
+        .arg(&queries)
+        .args(["--k", "2", "--json"])
+        .env("XDG_CONFIG_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    let keys: Vec<&str> = report
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "build_ms",
+            "complete_at_k",
+            "mrr",
+            "p50_us",
+            "p99_us",
+            "queries",
+            "recall_at_1",
+            "recall_at_k",
+            "tools"
+        ]
+    );
+    assert_eq!(report["tools"], 3);
+    assert_eq!(report["queries"], 3);
+    // Query 1 and 2 are found in full within 2; query 3 ("jot this down") shares no word.
+    assert_eq!(report["complete_at_k"].as_f64().unwrap(), 2.0 / 3.0);
+    assert_eq!(report["recall_at_1"].as_f64().unwrap(), (1.0 + 0.5) / 3.0);
+
+    let output = Command::new(BIN)
+        .args(["tools", "bench", "--tools", "/no/such/file", "--queries"])
+        .arg(&queries)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("/no/such/file"), "{output:?}");
+}

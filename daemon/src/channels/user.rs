@@ -213,6 +213,24 @@ impl UserChannel {
                 }
                 s.write(&Response::End).await
             }
+            Request::SearchTools { query, max_results } => {
+                match steward_tools::search::parse_query(&query) {
+                    Ok(query) => {
+                        let max = max_results.unwrap_or(5).clamp(1, 100);
+                        for spec in self.tools.search(&query, max, false) {
+                            let tool = serde_json::to_value(&spec).unwrap_or_default();
+                            s.write(&Response::Tool { tool }).await?;
+                        }
+                        s.write(&Response::End).await
+                    }
+                    Err(e) => {
+                        s.write(&Response::Error {
+                            message: e.to_string(),
+                        })
+                        .await
+                    }
+                }
+            }
         }
     }
 

@@ -189,21 +189,64 @@ pub async fn tools(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
     .await
 }
 
+pub async fn search_tools(
+    ctx: &Context,
+    query: String,
+    max_results: usize,
+    json: bool,
+) -> Result<ExitCode, ClientError> {
+    let request = Request::SearchTools {
+        query,
+        max_results: Some(max_results),
+    };
+    let mut found = 0;
+    let code = stream(ctx, request, |response| {
+        if let Response::Tool { tool } = response {
+            found += 1;
+            if json {
+                json_line(&tool);
+            } else {
+                out!(
+                    "{:<24} {}",
+                    tool["name"].as_str().unwrap_or_default(),
+                    tool["description"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    })
+    .await?;
+    if found == 0 && !json && code == ExitCode::SUCCESS {
+        eprintln!("steward: no tool matches; try broader or different words");
+    }
+    Ok(code)
+}
+
 fn print_tool(tool: &Value) {
     let field = |name: &str| match &tool[name] {
         Value::String(s) => s.clone(),
         Value::Null => "-".to_owned(),
         other => other.to_string(),
     };
+    let groups = tool["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
     out!(
-        "{:<16} {:<14} idempotent={:<5} concurrency={:<9} tier={:<8} lane={:<5} disabled={:<5} {}",
+        "{:<20} {:<13} {:<12} idempotent={:<5} concurrency={:<9} tier={:<8} lane={:<5} disabled={:<5} {:<16} {}",
         field("name"),
+        field("source"),
         field("side_effect"),
         field("idempotent"),
         field("concurrency"),
         field("tier"),
         field("allowed_in_lane"),
         field("disabled"),
+        groups,
         field("description")
     );
 }

@@ -9,6 +9,7 @@ mod init;
 mod listing;
 mod output;
 mod send;
+mod tools_bench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -134,8 +135,35 @@ pub struct TrajectoryArgs {
 
 #[derive(Debug, Subcommand)]
 enum ToolsCommand {
-    /// List the registered tools with every contract field
+    /// List the registered tools with every contract field (tier, groups, source…)
     List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rank the enabled tools for a query, exactly as the model's `tool_search` does
+    /// (`select:a,b`, `+name_word more words`, or keywords)
+    Search {
+        query: String,
+        /// How many tools to show
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        max_results: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure tool search on a labelled corpus (the format of shared/data/toolsearch):
+    /// Recall@1, Recall@k, Complete@k, MRR, query latency, index build time. Runs locally,
+    /// without a daemon.
+    Bench {
+        /// tools.jsonl: one tool per line (id, server, name, description, parameters)
+        #[arg(long, value_name = "FILE")]
+        tools: PathBuf,
+        /// queries.jsonl: one labelled query per line (query, relevant, relevant_groups?)
+        #[arg(long, value_name = "FILE")]
+        queries: PathBuf,
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        k: usize,
+        /// One JSON object: recall_at_1, recall_at_k, complete_at_k, mrr, p50_us, p99_us,
+        /// build_ms, queries, tools
         #[arg(long)]
         json: bool,
     },
@@ -170,6 +198,19 @@ pub fn main() -> ExitCode {
     let config_path = cli.config.clone().or_else(paths::default_config_path);
     if let Command::Init { force } = cli.command {
         return init::init(config_path, force);
+    }
+    // Needs neither the config nor a daemon.
+    if let Command::Tools {
+        command:
+            ToolsCommand::Bench {
+                tools,
+                queries,
+                k,
+                json,
+            },
+    } = &cli.command
+    {
+        return tools_bench::run(tools, queries, *k, *json);
     }
     // The default path may be absent (embedded defaults); a path the user named must exist.
     if let Some(named) = &cli.config
@@ -218,6 +259,17 @@ pub fn main() -> ExitCode {
         Command::Tools {
             command: ToolsCommand::Call { name, args, json },
         } => client_command(actions::call_tool(&ctx, name, args, json)),
+        Command::Tools {
+            command:
+                ToolsCommand::Search {
+                    query,
+                    max_results,
+                    json,
+                },
+        } => client_command(listing::search_tools(&ctx, query, max_results, json)),
+        Command::Tools {
+            command: ToolsCommand::Bench { .. },
+        } => unreachable!("handled above"),
         Command::Pending { json } => client_command(actions::pending(&ctx, json)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))

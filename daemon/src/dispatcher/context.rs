@@ -13,9 +13,10 @@
 //! calibrated from every response's reported input tokens, because tokenizers differ a lot
 //! between models (and JSON, code and non-Latin text tokenize very differently from prose).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use steward_events::{ItemKind, TrajectoryItem};
+use steward_tools::ToolSpec;
 
 /// Compaction starts when the estimated prompt passes this share of the budget, leaving
 /// room for the next round's results.
@@ -129,17 +130,28 @@ pub fn compaction_cut(sizes: &[u64], results: &[bool], fixed: u64, budget: u64) 
     (cut > 0).then_some(cut)
 }
 
-/// The items a step shows its brain, with their estimated sizes.
-#[derive(Debug, Default)]
+/// What a step shows its brain: the tools (fixed for as long as the view lives, so the
+/// prompt prefix stays byte-identical even when an MCP server's list changes; `tool_search`
+/// always searches the live set) and the items, with their estimated sizes.
+#[derive(Debug)]
 pub struct ContextView {
+    tools: Arc<Vec<ToolSpec>>,
     items: Vec<TrajectoryItem>,
     bytes: Vec<usize>,
 }
 
 impl ContextView {
-    pub fn new(items: Vec<TrajectoryItem>) -> Self {
+    pub fn new(tools: Arc<Vec<ToolSpec>>, items: Vec<TrajectoryItem>) -> Self {
         let bytes = items.iter().map(item_bytes).collect();
-        Self { items, bytes }
+        Self {
+            tools,
+            items,
+            bytes,
+        }
+    }
+
+    pub fn tools(&self) -> &Arc<Vec<ToolSpec>> {
+        &self.tools
     }
 
     pub fn items(&self) -> &[TrajectoryItem] {
@@ -174,8 +186,10 @@ impl ContextView {
         (!only_a_summary).then_some(cut)
     }
 
-    /// Replaces the items before `cut` with the summary that covers them.
-    pub fn compact(&mut self, cut: usize, summary: TrajectoryItem) {
+    /// Replaces the items before `cut` with the summary that covers them. The prompt is
+    /// rewritten anyway, so the tools are brought up to date too.
+    pub fn compact(&mut self, cut: usize, summary: TrajectoryItem, tools: Arc<Vec<ToolSpec>>) {
+        self.tools = tools;
         self.items.drain(..cut);
         self.bytes.drain(..cut);
         self.bytes.insert(0, item_bytes(&summary));

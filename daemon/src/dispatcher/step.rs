@@ -107,10 +107,10 @@ impl StepRunner {
             flush,
             last_message,
         } = state;
-        let tools = self.pipeline.registry().specs(!trajectory.id().is_main());
+        let tools = view.tools().clone();
         // The prompt's constant part: system text and tool schemas.
         let fixed_bytes = prompt::system_text(&tools).len()
-            + serde_json::to_string(&tools).map_or(0, |t| t.len());
+            + serde_json::to_string(tools.as_slice()).map_or(0, |t| t.len());
         let mut ctx = ExecutionContext {
             files: self.files.clone(),
             trajectory: trajectory.id().clone(),
@@ -283,7 +283,7 @@ impl StepRunner {
     ) -> Result<ContextView, StepError> {
         let max_items = self.brain.history_items();
         if max_items == 0 {
-            return Ok(ContextView::new(step_items));
+            return Ok(ContextView::new(self.tools_now(trajectory), step_items));
         }
         let cached = if trajectory.id().is_main() {
             self.main_view
@@ -301,8 +301,16 @@ impl StepRunner {
                 }
                 view
             }
-            None => ContextView::new(trajectory.context_items(max_items)?),
+            None => ContextView::new(
+                self.tools_now(trajectory),
+                trajectory.context_items(max_items)?,
+            ),
         })
+    }
+
+    /// The tools a fresh view shows: the registry's current set for this trajectory.
+    fn tools_now(&self, trajectory: &Trajectory) -> Arc<Vec<steward_tools::ToolSpec>> {
+        Arc::new(self.pipeline.registry().specs(!trajectory.id().is_main()))
     }
 
     /// Compacts the view when it outgrew the budget (see [`super::context`]). `false` when
@@ -342,7 +350,7 @@ impl StepRunner {
                 covers_through,
             },
         )?;
-        view.compact(cut, item);
+        view.compact(cut, item, self.tools_now(trajectory));
         Ok(true)
     }
 }

@@ -148,6 +148,8 @@ pub struct Report {
     pub build_ms: f64,
     pub queries: usize,
     pub tools: usize,
+    /// The k of `recall_at_k`; not part of the JSON report, whose keys are fixed.
+    #[serde(skip)]
     pub k: usize,
 }
 
