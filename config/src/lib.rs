@@ -27,6 +27,39 @@ pub struct Config {
     pub model: ModelConfig,
     pub urgency_rules: Vec<UrgencyRule>,
     pub tools: ToolsConfig,
+    /// `[[mcp.servers]]`.
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+/// One MCP server whose tools Steward offers (as deferred tools, group `mcp:NAME`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServerConfig {
+    /// Names the server in tool names (`NAME_tool`), groups and `steward status`.
+    pub name: String,
+    pub transport: McpTransport,
+    /// Tools that only read. MCP's `readOnlyHint` is a hint from the server, not trusted:
+    /// every other tool is treated as a write that is not idempotent (confirmed first).
+    pub read_only_tools: Vec<String>,
+    /// Tools safe to repeat with the same arguments (no confirmation needed).
+    pub idempotent_tools: Vec<String>,
+    /// Eligible for deferred loading (the default); `false` always sends their schemas.
+    pub defer: bool,
+    pub call_timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC over stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// Streamable HTTP at this URL, with an optional bearer token from the environment.
+    Http {
+        url: String,
+        bearer_token_env: Option<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -17,6 +17,42 @@ pub(crate) struct RawConfig {
     pub model: RawModel,
     pub urgency: RawUrgency,
     pub tools: RawTools,
+    pub mcp: RawMcp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawMcp {
+    pub servers: Vec<RawMcpServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpServer {
+    pub name: Spanned<String>,
+    pub command: Option<Spanned<String>>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    pub url: Option<Spanned<String>>,
+    pub bearer_token_env: Option<String>,
+    #[serde(default)]
+    pub read_only_tools: Vec<String>,
+    #[serde(default)]
+    pub idempotent_tools: Vec<String>,
+    #[serde(default = "default_true")]
+    pub defer: bool,
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout_secs: Spanned<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_call_timeout() -> Spanned<u64> {
+    Spanned::new(0..0, 120)
 }
 
 #[derive(Debug, Deserialize)]

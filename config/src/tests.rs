@@ -66,6 +66,37 @@ fn errors_name_the_key_and_the_line() {
             ":5:",
         ),
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
+        ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
+        (
+            "[tools]\ndefer_threshold_pct = 101\n",
+            "tools.defer_threshold_pct",
+            ":2:",
+        ),
+        (
+            "[[mcp.servers]]\nname = \"a b\"\ncommand = \"x\"\n",
+            "mcp.servers[0].name",
+            ":2:",
+        ),
+        (
+            "[[mcp.servers]]\nname = \"a\"\n",
+            "mcp.servers[0].command",
+            ":2:",
+        ),
+        (
+            "[[mcp.servers]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h\"\n",
+            "mcp.servers[0].command",
+            ":2:",
+        ),
+        (
+            "[[mcp.servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp.servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\n",
+            "mcp.servers[1].name",
+            ":5:",
+        ),
+        (
+            "[[mcp.servers]]\nname = \"a\"\nurl = \"ftp://h\"\n",
+            "mcp.servers[0].url",
+            ":3:",
+        ),
         (
             "[daemon]\nlog_format = \"xml\"\n",
             "daemon.log_format",
@@ -204,4 +235,33 @@ fn known_models_have_their_context_windows() {
             "{provider:?} {model}"
         );
     }
+}
+
+#[test]
+fn mcp_servers_resolve_to_their_transports() {
+    let config = Config::from_toml(
+        "[[mcp.servers]]\nname = \"files\"\ncommand = \"npx\"\nargs = [\"-y\", \"server\"]\nenv = { A = \"1\" }\nread_only_tools = [\"read\"]\n\n[[mcp.servers]]\nname = \"tracker\"\nurl = \"https://mcp.example.com/mcp\"\nbearer_token_env = \"T\"\ndefer = false\n",
+        Some(Path::new("steward.toml")),
+    )
+    .unwrap();
+    assert_eq!(config.mcp_servers.len(), 2);
+    assert_eq!(
+        config.mcp_servers[0].transport,
+        McpTransport::Stdio {
+            command: "npx".into(),
+            args: vec!["-y".into(), "server".into()],
+            env: vec![("A".into(), "1".into())],
+        }
+    );
+    assert_eq!(config.mcp_servers[0].read_only_tools, ["read"]);
+    assert!(config.mcp_servers[0].defer);
+    assert_eq!(config.mcp_servers[0].call_timeout, Duration::from_secs(120));
+    assert_eq!(
+        config.mcp_servers[1].transport,
+        McpTransport::Http {
+            url: "https://mcp.example.com/mcp".into(),
+            bearer_token_env: Some("T".into()),
+        }
+    );
+    assert!(!config.mcp_servers[1].defer);
 }

@@ -11,12 +11,91 @@ use toml::Spanned;
 const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
 use crate::error::{ConfigError, line_of};
+use crate::raw::RawMcpServer;
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
-    ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile, ToolsConfig,
-    known_context_window,
+    McpServerConfig, McpTransport, ModelConfig, ModelProvider, PolicyDecisionConfig,
+    PolicyRuleConfig, ToolProfile, ToolsConfig, known_context_window,
 };
+
+/// Maps a span to its line (`None` for defaults without one).
+type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
+/// Checks a number against its bounds, naming the key.
+type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
+
+fn resolve_mcp_servers(
+    servers: Vec<RawMcpServer>,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<Vec<McpServerConfig>, ConfigError> {
+    let mut resolved: Vec<McpServerConfig> = Vec::new();
+    for (i, server) in servers.into_iter().enumerate() {
+        let key = |name: &str| format!("mcp.servers[{i}].{name}");
+        let name = server.name.get_ref().clone();
+        let valid_name = !name.is_empty()
+            && name.len() <= 32
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !valid_name {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(server.name.span()),
+                format!(
+                    "{name:?}: 1-32 letters, digits or '-' (it prefixes the server's tool names)"
+                ),
+            ));
+        }
+        if resolved.iter().any(|s| s.name == name) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(server.name.span()),
+                format!("{name:?} is used by another server"),
+            ));
+        }
+        let transport = match (server.command, server.url) {
+            (Some(command), None) => McpTransport::Stdio {
+                command: command.into_inner(),
+                args: server.args,
+                env: server.env.into_iter().collect(),
+            },
+            (None, Some(url)) => {
+                let text = url.get_ref();
+                if !(text.starts_with("http://") || text.starts_with("https://")) {
+                    return Err(ConfigError::invalid(
+                        key("url"),
+                        at(url.span()),
+                        format!("{text:?} is not an http(s) URL"),
+                    ));
+                }
+                McpTransport::Http {
+                    url: url.into_inner(),
+                    bearer_token_env: server.bearer_token_env,
+                }
+            }
+            _ => {
+                return Err(ConfigError::invalid(
+                    key("command"),
+                    at(server.name.span()),
+                    "set exactly one of `command` (stdio) and `url` (streamable HTTP)",
+                ));
+            }
+        };
+        resolved.push(McpServerConfig {
+            name,
+            transport,
+            read_only_tools: server.read_only_tools,
+            idempotent_tools: server.idempotent_tools,
+            defer: server.defer,
+            call_timeout: Duration::from_secs(in_range(
+                &key("call_timeout_secs"),
+                &server.call_timeout_secs,
+                1,
+                3600,
+            )?),
+        });
+    }
+    Ok(resolved)
+}
 
 pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError> {
     let at = |span: std::ops::Range<usize>| (span != (0..0)).then(|| line_of(text, span.start));
@@ -222,6 +301,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         });
     }
 
+    let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
     Ok(Config {
         daemon,
         inbox,
@@ -229,6 +309,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         lanes,
         model,
         urgency_rules,
+        mcp_servers,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(

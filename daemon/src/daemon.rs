@@ -76,6 +76,14 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
+    crate::mcp::start(
+        &config.mcp_servers,
+        user_channel.tools.clone(),
+        status.clone(),
+        &tasks,
+        shutdown.clone(),
+    )
+    .await;
     {
         let shutdown = shutdown.clone();
         let fault = fault.clone();
@@ -133,6 +141,7 @@ fn registry(config: &Config, memory: sled::Tree) -> anyhow::Result<Arc<ToolRegis
             allow: tools.allow.clone(),
             deny: tools.deny.clone(),
         })
+        .expect_mcp_servers(config.mcp_servers.iter().map(|s| s.name.clone()).collect())
         .defer(Deferral {
             context_window_tokens: config.model.context_window_tokens,
             threshold_pct: tools.defer_threshold_pct,

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod dispatcher;
 pub mod instance_lock;
 pub mod logging;
+pub mod mcp;
 pub mod notify;
 pub mod paths;
 pub mod protocol;

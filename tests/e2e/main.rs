@@ -8,6 +8,7 @@ mod confirm;
 mod delivery;
 mod files;
 mod http;
+mod mcp;
 mod model;
 mod scripted_model;
 mod shell;

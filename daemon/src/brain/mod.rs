@@ -9,7 +9,7 @@ mod anthropic;
 mod none;
 mod openai;
 pub mod prompt;
-mod sse;
+pub(crate) mod sse;
 mod transport;
 
 use std::fmt;
