@@ -270,3 +270,84 @@ async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
         );
     }
 }
+
+fn one_call(id: &str, tool: &str, args: Value) -> String {
+    sse(&[
+        chunk(json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": tool, "arguments": args.to_string()}}]}), None),
+        chunk(json!({}), Some("tool_calls")),
+        usage_and_done(),
+    ]
+    .concat())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_finds_a_deferred_tool_and_calls_it_without_the_prefix_changing() {
+    let files = tempfile::tempdir().unwrap();
+    let model = ScriptedModel::start(
+        vec![
+            one_call(
+                "call_s",
+                "tool_search",
+                json!({"query": "dictionary definition of a word"}),
+            ),
+            one_call("call_l", "notes_lookup", json!({"word": "tea"})),
+            text_answer("Tea: a word."),
+        ],
+        64,
+    );
+    // Threshold 0: the MCP server's tools are always deferred.
+    let daemon = TestDaemon::start_with(&format!(
+        "{}[tools]\ndefer_threshold_pct = 0\n{}",
+        config(model.port),
+        crate::mcp::stdio_server(files.path())
+    ));
+    let output = daemon.cli(&["send", "--wait", "what does tea mean?"]);
+    assert_eq!(stdout(&output).trim(), "Tea: a word.", "{output:?}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let tool_names: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tool_names.contains(&"tool_search") && tool_names.contains(&"call_tool"));
+    assert!(
+        !tool_names.iter().any(|n| n.starts_with("notes_")),
+        "{tool_names:?}"
+    );
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("notes_lookup"),
+        "deferred tools are named: {system}"
+    );
+
+    // The search result carries the full schema; the model then called the tool by name.
+    let found = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        found.contains("notes_lookup") && found.contains("The word to define"),
+        "{found}"
+    );
+    let result = requests[2]["messages"].to_string();
+    assert!(result.contains("definition of tea"), "{result}");
+
+    // Byte-identical prefix on every step, before and after the tool was loaded.
+    let raw = model.raw_bodies();
+    let prefix = |body: &str| {
+        let value: Value = serde_json::from_str(body).unwrap();
+        (value["messages"][0].to_string(), value["tools"].to_string())
+    };
+    for body in &raw[1..] {
+        assert_eq!(prefix(body), prefix(&raw[0]));
+    }
+}
