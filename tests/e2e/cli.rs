@@ -29,6 +29,17 @@ fn bad_config_exits_78_naming_the_key() {
             ":2:",
         ),
         ("[model]\nprovider = \"gpt\"\n", "model.provider", ":2:"),
+        // Valid TOML the daemon cannot honour: named with the key, no line.
+        (
+            "[tools]\ndeny = [\"tool_search\"]\n",
+            "tools.deny",
+            "cannot be disabled",
+        ),
+        (
+            "[tools]\nallow = [\"group:nonsense\"]\n",
+            "tools.allow",
+            "group:nonsense",
+        ),
     ];
     for (config, key, line) in table {
         let output = run_with_config(config);

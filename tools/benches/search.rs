@@ -1,14 +1,17 @@
 //! Tool search quality and speed on the labelled corpora of `../shared/data/toolsearch`
 //! (dev queries only): Recall@1, Recall@5, Complete@5, MRR, query latency p50/p99 and index
-//! build time per data set.
+//! build time per data set; and the bytes of tool declarations a request carries for each
+//! corpus under full injection (every schema as a function declaration), tiered loading
+//! (`tool_search` and `call_tool` in full, the corpus as a list of names) and names only.
 //!
 //! Run: `cargo bench -p steward-tools --bench search`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::path::PathBuf;
 
+use serde_json::json;
 use steward_tools::search::Weights;
-use steward_tools::search::eval::{evaluate, load_corpus, load_queries};
+use steward_tools::search::eval::{Corpus, evaluate, load_corpus, load_queries};
 
 const SETS: [&str; 4] = ["metatool", "toolbench", "sealtools", "livemcpbench"];
 
@@ -16,16 +19,53 @@ fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/toolsearch")
 }
 
+/// (full, tiered, names only) bytes of declarations for a corpus.
+fn declaration_bytes(corpus: &Corpus, tools_jsonl: &std::path::Path) -> (usize, usize, usize) {
+    let declaration = |name: &str, description: &str, parameters: &serde_json::Value| {
+        json!({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}})
+            .to_string()
+            .len()
+    };
+    let text = std::fs::read_to_string(tools_jsonl).unwrap();
+    let full: usize = text
+        .lines()
+        .map(|line| {
+            let tool: serde_json::Value = serde_json::from_str(line).unwrap();
+            let parameters = match &tool["parameters"] {
+                serde_json::Value::Null => json!({"type": "object"}),
+                p => p.clone(),
+            };
+            declaration(
+                tool["name"].as_str().unwrap(),
+                tool["description"].as_str().unwrap_or(""),
+                &parameters,
+            )
+        })
+        .sum();
+    // As Steward would name them: an MCP server's tools are `SERVER_TOOL`.
+    let names: Vec<String> = corpus.ids.iter().map(|id| id.replace('/', "_")).collect();
+    let names_only = names.join(", ").len();
+    let registry = steward_tools::ToolRegistryBuilder::new().build().unwrap();
+    let meta: usize = registry
+        .contracts()
+        .iter()
+        .map(|c| declaration(&c.name, &c.description, &c.parameters))
+        .sum();
+    (full, meta + names_only, names_only)
+}
+
 fn main() {
     println!(
         "| data set | tools | queries | R@1 | R@5 | Complete@5 | MRR | p50 µs | p99 µs | build ms |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut declarations = Vec::new();
     for set in SETS {
         let dir = data_dir().join(set);
         let corpus = load_corpus(&dir.join("tools.jsonl")).unwrap();
         let queries = load_queries(&dir.join("queries-dev.jsonl")).unwrap();
         let report = evaluate(&corpus, &queries, 5, Weights::default());
+        declarations.push((set, declaration_bytes(&corpus, &dir.join("tools.jsonl"))));
         println!(
             "| {set} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} | {:.1} |",
             report.tools,
@@ -37,6 +77,17 @@ fn main() {
             report.p50_us,
             report.p99_us,
             report.build_ms
+        );
+    }
+    println!();
+    println!(
+        "| data set | full injection bytes | tiered bytes | names only bytes | tiered saves |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (set, (full, tiered, names)) in declarations {
+        println!(
+            "| {set} | {full} | {tiered} | {names} | {:.1}% |",
+            100.0 * (1.0 - tiered as f64 / full as f64)
         );
     }
 }
