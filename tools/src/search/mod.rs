@@ -57,8 +57,8 @@ pub struct Weights {
 
 impl Default for Weights {
     /// Tuned on the dev queries (R@5 against plain BM25 over name + description, which
-    /// the data set's README reports): metatool 0.624 vs 0.613, toolbench 0.688 vs 0.595,
-    /// sealtools 0.882 vs 0.841, livemcpbench 0.397 vs 0.351. The server share is what
+    /// the data set's README reports): metatool 0.629 vs 0.613, toolbench 0.681 vs 0.595,
+    /// sealtools 0.881 vs 0.841, livemcpbench 0.397 vs 0.351. The server share is what
     /// lifts toolbench (services of a few endpoints); parameter descriptions lift
     /// sealtools. Metatool (no schemas, no servers, marketing descriptions against
     /// conversational requests) is mostly out of reach of any lexical ranking.

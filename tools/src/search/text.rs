@@ -91,9 +91,18 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xac00..=0xd7af | 0xf900..=0xfaff)
 }
 
-/// A light suffix stripper (not Porter): plurals, -ing, -ed, -ies; it only needs to
-/// map the common inflections of one word to one term.
+/// A light suffix stripper (not Porter): plurals, -ing, -ed, -ies, and a final silent
+/// `e` (so "message", "messages" and "messaging" meet); it only needs to map the common
+/// inflections of one word to one term.
 pub fn stem(word: &str) -> String {
+    let mut stem = strip_inflection(word);
+    if stem.len() > 4 && stem.ends_with('e') && !stem.ends_with("ee") {
+        stem.pop();
+    }
+    stem
+}
+
+fn strip_inflection(word: &str) -> String {
     let n = word.len();
     if n <= 3 || !word.is_ascii() {
         return word.to_owned();
@@ -181,6 +190,9 @@ mod tests {
             ("status", "status"),
             ("analysis", "analysis"),
             ("reply", "reply"),
+            ("message", "messag"),
+            ("messaging", "messag"),
+            ("free", "free"),
             ("bus", "bus"),
         ];
         for (word, stemmed) in table {
