@@ -164,6 +164,9 @@ pub struct StatusReport {
     pub events_total: u64,
     /// Tokens (input, cached input, output) of the last model call and since start.
     pub tokens_last_call: crate::brain::TokenUsage,
+    /// Every model call of the last finished main step, and that step's number (0: none).
+    pub tokens_last_step: crate::brain::TokenUsage,
+    pub tokens_last_step_number: u64,
     pub tokens_total: crate::brain::TokenUsage,
 }
 

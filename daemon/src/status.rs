@@ -25,6 +25,8 @@ pub struct StatusBoard {
     lanes_running: Mutex<usize>,
     /// Tokens of the last model call, and since start.
     usage: Mutex<(TokenUsage, TokenUsage)>,
+    /// Tokens of the last finished step (every model call in it), with its number.
+    step_usage: Mutex<(u64, TokenUsage)>,
 }
 
 impl StatusBoard {
@@ -40,6 +42,7 @@ impl StatusBoard {
             step: Mutex::new(StepStatus::Idle),
             lanes_running: Mutex::new(0),
             usage: Mutex::new((TokenUsage::default(), TokenUsage::default())),
+            step_usage: Mutex::new((0, TokenUsage::default())),
         }
     }
 
@@ -68,6 +71,11 @@ impl StatusBoard {
         *lock(&self.step) = StepStatus::Idle;
     }
 
+    /// Records what a finished step of the main trajectory cost, all calls together.
+    pub fn record_step(&self, step: u64, usage: TokenUsage) {
+        *lock(&self.step_usage) = (step, usage);
+    }
+
     /// Records the token usage of one model call.
     pub fn record(&self, usage: TokenUsage) {
         let mut counts = lock(&self.usage);
@@ -83,6 +91,7 @@ impl StatusBoard {
     pub fn report(&self) -> StatusReport {
         // One guard: taking this lock twice in one expression would deadlock.
         let usage = *lock(&self.usage);
+        let (last_step, step_usage) = *lock(&self.step_usage);
         let brain_error = lock(&self.brain_error).clone();
         StatusReport {
             pid: self.pid,
@@ -108,6 +117,8 @@ impl StatusBoard {
             lanes_running: *lock(&self.lanes_running),
             events_total: self.inbox.events_total(),
             tokens_last_call: usage.0,
+            tokens_last_step: step_usage,
+            tokens_last_step_number: last_step,
             tokens_total: usage.1,
         }
     }

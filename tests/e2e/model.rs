@@ -106,6 +106,15 @@ async fn the_model_reads_and_greps_in_one_response_then_answers() {
         "{status:?}"
     );
     assert_eq!(status.tokens_last_call.input, 100);
+    // The step made both calls.
+    assert_eq!(
+        (
+            status.tokens_last_step.input,
+            status.tokens_last_step.output
+        ),
+        (200, 40)
+    );
+    assert!(status.tokens_last_step_number >= 1);
 
     // Both calls were made in one response and ran as one batch.
     let items = daemon.trajectory().await;

@@ -59,10 +59,14 @@ fn print_status(s: &StatusReport) {
         None => out!("brain          {}", s.brain),
     }
     out!(
-        "tokens         {} in ({} cached), {} out since start",
+        "tokens         {} in ({} cached), {} out since start; step {}: {} in ({} cached), {} out",
         s.tokens_total.input,
         s.tokens_total.cached_input,
-        s.tokens_total.output
+        s.tokens_total.output,
+        s.tokens_last_step_number,
+        s.tokens_last_step.input,
+        s.tokens_last_step.cached_input,
+        s.tokens_last_step.output
     );
     for c in &s.channels {
         out!("channel        {} ({})", c.name, c.state);

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::context::{ContextView, TokenEstimator};
-use crate::brain::{Brain, BrainInput, new_call_id, prompt};
+use crate::brain::{Brain, BrainInput, TokenUsage, new_call_id, prompt};
 use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
@@ -66,11 +66,15 @@ impl StepRunner {
                     view,
                     flush,
                     last_message: None,
+                    usage: TokenUsage::default(),
                 };
                 let end = self
                     .rounds(trajectory, step, events, &mut state, &cancel)
                     .await;
                 last_message = state.last_message;
+                if trajectory.id().is_main() {
+                    self.usage.record_step(step, state.usage);
+                }
                 if end.is_ok() && trajectory.id().is_main() {
                     *self.main_view.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.view);
                 }
@@ -106,6 +110,7 @@ impl StepRunner {
             view,
             flush,
             last_message,
+            usage: step_usage,
         } = state;
         let tools = view.tools().clone();
         // The prompt's constant part: system text and tool schemas.
@@ -185,6 +190,7 @@ impl StepRunner {
             };
             if let Some(usage) = turn.usage {
                 self.usage.record(usage);
+                *step_usage += usage;
                 self.estimator.calibrate(prompt_bytes, usage.input);
             }
             flush.wait().await?;
@@ -362,6 +368,8 @@ struct StepState {
     flush: MergeFlush,
     /// The last thing the assistant said (a side lane's result).
     last_message: Option<String>,
+    /// Tokens of every model call in this step.
+    usage: TokenUsage,
 }
 
 /// The flush that makes a step's merge durable. It runs alongside the first model call —
