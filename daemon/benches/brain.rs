@@ -25,6 +25,9 @@ use steward_daemon::client::Client;
 use steward_daemon::protocol::{Request, Response};
 use tokio::time::Instant;
 
+mod support;
+use support::{ms, percentile, status_mb, wait_ready};
+
 /// What the model does: `calls_left` more tool calls (one per response), then a text. The
 /// driver sets `calls_left` before each turn; compaction calls are answered with a summary.
 struct Plan {
@@ -170,16 +173,7 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = notify.recv(&mut buf).expect("READY=1 within 30 s");
-            if String::from_utf8_lossy(&buf[..n])
-                .lines()
-                .any(|l| l == "READY=1")
-            {
-                break;
-            }
-        }
+        wait_ready(&notify).expect("READY=1 within 30 s");
         Self { child, dir }
     }
 
@@ -210,15 +204,8 @@ impl Daemon {
         }
     }
 
-    /// A `kB` field of /proc/PID/status, in MB.
     fn status_mb(&self, field: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap();
-        kib as f64 / 1024.0
+        status_mb(self.child.id(), field)
     }
 }
 
@@ -227,14 +214,6 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
 /// Steward's own time per model call, over `turns` turns of one `echo` call each.

@@ -22,6 +22,9 @@ use steward_events::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod support;
+use support::{ms, percentile, status_mb, wait_ready};
+
 fn owner_event(text: &str, urgency: Option<Urgency>) -> Event {
     let mut event = Event::new(
         Source::User,
@@ -79,14 +82,6 @@ impl Running {
         self.shutdown.cancel();
         self.dispatcher.await.unwrap();
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -244,20 +239,7 @@ fn spawn_until_ready() -> (Duration, std::process::Child, tempfile::TempDir) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut buf = [0u8; 4096];
-    let ready = loop {
-        match notify.recv(&mut buf) {
-            Ok(n)
-                if String::from_utf8_lossy(&buf[..n])
-                    .lines()
-                    .any(|l| l == "READY=1") =>
-            {
-                break Ok(started.elapsed());
-            }
-            Ok(_) => {}
-            Err(e) => break Err(e),
-        }
-    };
+    let ready = wait_ready(&notify).map(|()| started.elapsed());
     match ready {
         Ok(elapsed) => (elapsed, child, dir),
         Err(e) => {
@@ -274,17 +256,6 @@ fn terminate(mut child: std::process::Child) {
         .status()
         .unwrap();
     child.wait().unwrap();
-}
-
-/// A `kB` field of /proc/PID/status, in MB.
-fn status_mb(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib as f64 / 1024.0
 }
 
 fn main() {

@@ -271,22 +271,7 @@ impl Catalog {
 }
 
 fn search_doc(contract: &ToolContract) -> SearchDoc {
-    let parameters = contract
-        .parameters
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|props| {
-            props
-                .iter()
-                .map(
-                    |(name, schema)| match schema.get("description").and_then(Value::as_str) {
-                        Some(d) => format!("{name} {d}"),
-                        None => name.clone(),
-                    },
-                )
-                .collect()
-        })
-        .unwrap_or_default();
+    let parameters = crate::search::parameter_texts(&contract.parameters);
     let groups: Vec<&str> = contract
         .groups
         .iter()

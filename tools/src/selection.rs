@@ -37,12 +37,10 @@ impl Profile {
         }
     }
 
-    fn groups(self) -> &'static [&'static str] {
+    /// Each profile is the one before it plus some groups.
+    fn groups(self) -> impl Iterator<Item = &'static str> {
         const MINIMAL: &[&str] = &["group:tools", "group:messaging", "group:memory"];
         const ASSISTANT: &[&str] = &[
-            "group:tools",
-            "group:messaging",
-            "group:memory",
             "group:fs",
             "group:web",
             "group:schedule",
@@ -50,24 +48,14 @@ impl Profile {
             "group:debug",
             "group:mcp:*",
         ];
-        const CODING: &[&str] = &[
-            "group:tools",
-            "group:messaging",
-            "group:memory",
-            "group:fs",
-            "group:web",
-            "group:schedule",
-            "group:email",
-            "group:debug",
-            "group:mcp:*",
-            "group:runtime",
-        ];
-        match self {
-            Profile::Minimal => MINIMAL,
-            Profile::Assistant => ASSISTANT,
-            Profile::Coding => CODING,
-            Profile::Full => &["*"],
-        }
+        const CODING: &[&str] = &["group:runtime"];
+        let layers: &[&[&str]] = match self {
+            Profile::Minimal => &[MINIMAL],
+            Profile::Assistant => &[MINIMAL, ASSISTANT],
+            Profile::Coding => &[MINIMAL, ASSISTANT, CODING],
+            Profile::Full => &[&["*"]],
+        };
+        layers.iter().flat_map(|layer| layer.iter().copied())
     }
 }
 
@@ -86,10 +74,7 @@ impl Selection {
         if self.deny.iter().any(|entry| matches(entry, contract)) {
             return false;
         }
-        self.profile
-            .groups()
-            .iter()
-            .any(|entry| matches(entry, contract))
+        self.profile.groups().any(|entry| matches(entry, contract))
             || self.allow.iter().any(|entry| matches(entry, contract))
     }
 

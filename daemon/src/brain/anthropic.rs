@@ -18,8 +18,10 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, parse_chunk};
-use super::{Brain, BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUsage};
+use super::transport::{
+    self, Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk,
+};
+use super::{Brain, BrainError, BrainFuture, BrainInput, SummaryFuture, TokenUsage};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -46,9 +48,17 @@ impl AnthropicBrain {
             max_tokens: config.max_output_tokens,
         })
     }
+}
+
+impl Wire for AnthropicBrain {
+    type Decoder = EventDecoder;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
 
     /// The request body: tools and system (the cached prefix), then the messages.
-    pub fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
+    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
         let tools: Vec<Value> = prompt::shown_tools(tools)
             .map(|t| {
                 json!({"name": t.name, "description": prompt::tool_description(t), "input_schema": t.parameters})
@@ -74,15 +84,6 @@ impl AnthropicBrain {
         }
         body
     }
-
-    async fn call(&self, body: Value) -> Result<Answer, BrainError> {
-        let encoded = serde_json::to_vec(&body)
-            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
-        // The tree is as big as the conversation; it must not live through the stream.
-        drop(body);
-        let body = encoded?;
-        self.endpoint.stream::<EventDecoder>(body).await
-    }
 }
 
 impl Brain for AnthropicBrain {
@@ -91,29 +92,11 @@ impl Brain for AnthropicBrain {
     }
 
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
-        Box::pin(async move {
-            let body = self.request_body(
-                &prompt::system_text(input.tools),
-                prompt::conversation(input.history),
-                input.tools,
-            );
-            Ok(self.call(body).await?.into_turn(input.events))
-        })
+        transport::respond(self, input)
     }
 
     fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
-        Box::pin(async move {
-            let turns = vec![Turn::User {
-                results: Vec::new(),
-                texts: vec![transcript],
-            }];
-            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
-            let answer = self.call(body).await?;
-            Ok(Summary {
-                text: answer.text,
-                usage: answer.usage,
-            })
-        })
+        transport::summarize(self, transcript)
     }
 }
 
@@ -158,7 +141,7 @@ enum Block {
 }
 
 #[derive(Debug, Default)]
-struct EventDecoder {
+pub struct EventDecoder {
     answer: Answer,
     blocks: Vec<Block>,
     usage: TokenUsage,

@@ -13,8 +13,10 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, parse_chunk};
-use super::{Brain, BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUsage};
+use super::transport::{
+    self, Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk,
+};
+use super::{Brain, BrainError, BrainFuture, BrainInput, SummaryFuture, TokenUsage};
 
 #[derive(Debug)]
 pub struct OpenAiBrain {
@@ -37,9 +39,17 @@ impl OpenAiBrain {
             model: config.model.clone(),
         })
     }
+}
+
+impl Wire for OpenAiBrain {
+    type Decoder = ChunkDecoder;
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
 
     /// The request body: the stable prefix (system, tools), then the conversation.
-    pub fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
+    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
         let mut messages = vec![json!({"role": "system", "content": system})];
         for turn in turns {
             render_turn(turn, &mut messages);
@@ -61,15 +71,6 @@ impl OpenAiBrain {
         }
         body
     }
-
-    async fn call(&self, body: Value) -> Result<Answer, BrainError> {
-        let encoded = serde_json::to_vec(&body)
-            .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
-        // The tree is as big as the conversation; it must not live through the stream.
-        drop(body);
-        let body = encoded?;
-        self.endpoint.stream::<ChunkDecoder>(body).await
-    }
 }
 
 impl Brain for OpenAiBrain {
@@ -78,29 +79,11 @@ impl Brain for OpenAiBrain {
     }
 
     fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
-        Box::pin(async move {
-            let body = self.request_body(
-                &prompt::system_text(input.tools),
-                prompt::conversation(input.history),
-                input.tools,
-            );
-            Ok(self.call(body).await?.into_turn(input.events))
-        })
+        transport::respond(self, input)
     }
 
     fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
-        Box::pin(async move {
-            let turns = vec![Turn::User {
-                results: Vec::new(),
-                texts: vec![transcript],
-            }];
-            let body = self.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
-            let answer = self.call(body).await?;
-            Ok(Summary {
-                text: answer.text,
-                usage: answer.usage,
-            })
-        })
+        transport::summarize(self, transcript)
     }
 }
 
@@ -145,7 +128,7 @@ fn render_turn(turn: Turn, messages: &mut Vec<Value>) {
 
 /// Decodes `chat.completion.chunk` objects up to `data: [DONE]`.
 #[derive(Debug, Default)]
-struct ChunkDecoder {
+pub struct ChunkDecoder {
     answer: Answer,
     finished: bool,
 }

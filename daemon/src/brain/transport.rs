@@ -10,10 +10,13 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
 use steward_config::ApiKeySource;
+use steward_tools::ToolSpec;
 
+use super::prompt::{self, Turn};
 use super::sse::{SseEvent, SseParser};
-use super::{BrainError, TokenUsage};
+use super::{BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUsage};
 
 const MAX_ATTEMPTS: u32 = 3;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -54,7 +57,7 @@ pub struct PartialCall {
 }
 
 /// Turns one provider's stream events into an [`Answer`].
-pub trait StreamDecoder: Default {
+pub trait StreamDecoder: Default + Send {
     /// Takes one event; `Ok(true)` when it was the stream's explicit end.
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure>;
     /// The answer, once the stream ended (explicitly or by closing); an error when it
@@ -192,4 +195,57 @@ fn backoff(attempt: u32) -> Duration {
 pub fn parse_chunk(event: &SseEvent) -> Result<serde_json::Value, Failure> {
     serde_json::from_str(&event.data)
         .map_err(|e| Failure::retry(format!("malformed stream chunk ({e}): {}", event.data)))
+}
+
+/// What differs between providers: the request's JSON shape and the stream's format.
+/// Everything else — what is said, how it travels, what comes back — is shared.
+pub trait Wire: Send + Sync {
+    type Decoder: StreamDecoder;
+
+    fn endpoint(&self) -> &Endpoint;
+
+    /// The request body: the stable prefix (tools, system), then the turns, moved in.
+    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value;
+
+    /// One streamed call.
+    fn call(
+        &self,
+        body: Value,
+    ) -> impl std::future::Future<Output = Result<Answer, BrainError>> + Send {
+        async move {
+            let encoded = serde_json::to_vec(&body)
+                .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
+            // The tree is as big as the conversation; it must not live through the stream.
+            drop(body);
+            self.endpoint().stream::<Self::Decoder>(encoded?).await
+        }
+    }
+}
+
+/// `Brain::respond` for any wire: the trajectory as turns, the answer as a turn.
+pub fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
+    Box::pin(async move {
+        let body = wire.request_body(
+            &prompt::system_text(input.tools),
+            prompt::conversation(input.history),
+            input.tools,
+        );
+        Ok(wire.call(body).await?.into_turn(input.events))
+    })
+}
+
+/// `Brain::summarize` for any wire: one user turn with the transcript, no tools.
+pub fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
+    Box::pin(async move {
+        let turns = vec![Turn::User {
+            results: Vec::new(),
+            texts: vec![transcript],
+        }];
+        let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
+        let answer = wire.call(body).await?;
+        Ok(Summary {
+            text: answer.text,
+            usage: answer.usage,
+        })
+    })
 }

@@ -231,28 +231,19 @@ impl Connection {
         id: Option<u64>,
     ) -> Result<Result<Value, String>, McpError> {
         let Transport::Http {
-            client,
-            url,
-            token,
-            session,
-            incoming,
+            session, incoming, ..
         } = &self.transport
         else {
             unreachable!("post is only called for the HTTP transport");
         };
-        let mut request = client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", PROTOCOL_VERSION)
-            .body(message.to_string());
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(id) = lock(session).clone() {
-            request = request.header("mcp-session-id", id);
-        }
+        let Some(request) =
+            self.http_request(reqwest::Method::POST, "application/json, text/event-stream")
+        else {
+            unreachable!("post is only called for the HTTP transport");
+        };
         let mut response = request
+            .header("content-type", "application/json")
+            .body(message.to_string())
             .send()
             .await
             .map_err(|e| McpError::Http(e.to_string()))?;
@@ -314,26 +305,12 @@ impl Connection {
     /// Streamable HTTP: the GET stream on which a server may send notifications. A server
     /// without one (405) simply never tells; its tools are listed again on reconnects.
     fn listen_for_notifications(&self) {
-        let Transport::Http {
-            client,
-            url,
-            token,
-            session,
-            incoming,
-        } = &self.transport
-        else {
+        let (Transport::Http { incoming, .. }, Some(request)) = (
+            &self.transport,
+            self.http_request(reqwest::Method::GET, "text/event-stream"),
+        ) else {
             return;
         };
-        let mut request = client
-            .get(url)
-            .header("accept", "text/event-stream")
-            .header("mcp-protocol-version", PROTOCOL_VERSION);
-        if let Some(token) = token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(id) = lock(session).clone() {
-            request = request.header("mcp-session-id", id);
-        }
         let incoming = incoming.clone();
         tokio::spawn(async move {
             let Ok(mut response) = request.send().await else {
@@ -354,6 +331,38 @@ impl Connection {
                 }
             }
         });
+    }
+}
+
+impl Connection {
+    /// A request to the HTTP endpoint with what every one carries: the protocol version,
+    /// the bearer token, the session id. `None` for other transports.
+    fn http_request(
+        &self,
+        method: reqwest::Method,
+        accept: &str,
+    ) -> Option<reqwest::RequestBuilder> {
+        let Transport::Http {
+            client,
+            url,
+            token,
+            session,
+            ..
+        } = &self.transport
+        else {
+            return None;
+        };
+        let mut request = client
+            .request(method, url)
+            .header("accept", accept)
+            .header("mcp-protocol-version", PROTOCOL_VERSION);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(id) = lock(session).clone() {
+            request = request.header("mcp-session-id", id);
+        }
+        Some(request)
     }
 }
 

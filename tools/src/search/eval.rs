@@ -96,19 +96,7 @@ pub fn load_corpus(path: &Path) -> Result<Corpus, EvalError> {
         let parameters = tool
             .parameters
             .as_ref()
-            .and_then(|p| p.get("properties"))
-            .and_then(Value::as_object)
-            .map(|props| {
-                props
-                    .iter()
-                    .map(
-                        |(name, schema)| match schema.get("description").and_then(Value::as_str) {
-                            Some(d) => format!("{name} {d}"),
-                            None => name.clone(),
-                        },
-                    )
-                    .collect()
-            })
+            .map(super::parameter_texts)
             .unwrap_or_default();
         ids.push(tool.id);
         docs.push(SearchDoc {

@@ -35,6 +35,23 @@ pub struct SearchDoc {
     pub parameters: Vec<String>,
 }
 
+/// What a JSON Schema says about its parameters, for the parameters field: each property's
+/// name and description.
+pub fn parameter_texts(schema: &serde_json::Value) -> Vec<String> {
+    let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(
+            |(name, property)| match property.get("description").and_then(|d| d.as_str()) {
+                Some(description) => format!("{name} {description}"),
+                None => name.clone(),
+            },
+        )
+        .collect()
+}
+
 const NAME: usize = 0;
 const TITLE: usize = 1;
 const SERVER: usize = 2;
