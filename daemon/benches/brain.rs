@@ -4,7 +4,9 @@
 //! - event in → request written: the owner's message sent on the socket until the model
 //!   server has read the whole first request (includes the durable inbox write);
 //! - response complete → next request written: the server's last byte of a tool-call answer
-//!   until it has read the next request (includes running the tool and recording it);
+//!   until it has read the next request (includes running the tool and recording it). The
+//!   server answers after 20 ms, like the fastest real model, so that the flush Steward
+//!   runs during the model call is not counted as if it were on the path;
 //! - peak RSS (VmHWM) of the daemon during one 50-call turn with 20 KB tool results, with the
 //!   default 32k context (compaction runs) and with a 1M-token window (no compaction: the
 //!   whole megabyte of history is rendered for every call).
@@ -26,7 +28,7 @@ use steward_daemon::protocol::{Request, Response};
 use tokio::time::Instant;
 
 mod support;
-use support::{ms, percentile, status_mb, wait_ready};
+use support::{cpu_time, ms, percentile, status_mb, wait_ready};
 
 /// What the model does: `calls_left` more tool calls (one per response), then a text. The
 /// driver sets `calls_left` before each turn; compaction calls are answered with a summary.
@@ -34,6 +36,11 @@ struct Plan {
     calls_left: usize,
     tool: &'static str,
     args: Value,
+    /// How long the model "thinks" before answering. Steward overlaps durable writes with
+    /// the model call (a step's merge is flushed while the model works); a model that
+    /// answers in microseconds would put that fsync back on the measured path, which no
+    /// real model does.
+    latency: Duration,
 }
 
 #[derive(Default)]
@@ -95,6 +102,8 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
     let summarizing = request["messages"][0]["content"]
         .as_str()
         .is_some_and(|s| s.starts_with("You compact"));
+    let latency = plan.lock().unwrap().latency;
+    std::thread::sleep(latency);
     let call = {
         let mut plan = plan.lock().unwrap();
         (!summarizing && plan.calls_left > 0).then(|| {
@@ -216,16 +225,19 @@ impl Drop for Daemon {
     }
 }
 
-/// Steward's own time per model call, over `turns` turns of one `echo` call each.
-async fn own_time(turns: usize) -> (Vec<Duration>, Vec<Duration>) {
+/// Steward's own time per model call, over `turns` turns of one `echo` call each; and the
+/// daemon's CPU time per model request over the whole run.
+async fn own_time(turns: usize) -> (Vec<Duration>, Vec<Duration>, Duration) {
     let server = ModelServer::start(Plan {
         calls_left: 0,
         tool: "echo",
         args: json!({"text": "hello"}),
+        latency: Duration::from_millis(20),
     });
     let daemon = Daemon::start(server.port, "");
     let mut to_first_request = Vec::new();
     let mut between_calls = Vec::new();
+    let cpu_before = cpu_time(daemon.child.id());
     for i in 0..turns {
         let before = server.timeline.lock().unwrap().received.len();
         server.plan.lock().unwrap().calls_left = 1;
@@ -238,9 +250,11 @@ async fn own_time(turns: usize) -> (Vec<Duration>, Vec<Duration>) {
             }
         }
     }
+    let requests = server.timeline.lock().unwrap().received.len() as u32;
+    let cpu = (cpu_time(daemon.child.id()) - cpu_before) / requests.max(1);
     to_first_request.sort();
     between_calls.sort();
-    (to_first_request, between_calls)
+    (to_first_request, between_calls, cpu)
 }
 
 /// Peak RSS during one turn of `calls` calls to `fs_read` of a 20 KB file.
@@ -249,6 +263,7 @@ async fn peak_rss(calls: usize, extra_config: &str) -> (f64, f64, usize, Duratio
         calls_left: 0,
         tool: "fs_read",
         args: json!({"path": "big.txt"}),
+        latency: Duration::ZERO,
     });
     let config = format!(
         "{extra_config}\n[dispatcher]\nmax_steps_per_turn = {}\n",
@@ -286,13 +301,14 @@ fn main() {
         .unwrap();
 
     let turns = if quick { 50 } else { 500 };
-    let (first, between) = runtime.block_on(own_time(turns));
+    let (first, between, cpu) = runtime.block_on(own_time(turns));
     println!(
-        "own time per model call ({turns} turns of message -> echo call -> answer): event in -> request read by the model p50 {} p99 {}; tool-call answer complete -> next request read p50 {} p99 {}",
+        "own time per model call ({turns} turns of message -> echo call -> answer): event in -> request read by the model p50 {} p99 {}; tool-call answer complete -> next request read p50 {} p99 {}; daemon CPU per model request {}",
         ms(percentile(&first, 0.5)),
         ms(percentile(&first, 0.99)),
         ms(percentile(&between, 0.5)),
         ms(percentile(&between, 0.99)),
+        ms(cpu),
     );
 
     for (label, config) in [

@@ -35,3 +35,13 @@ pub fn wait_ready(notify: &UnixDatagram) -> std::io::Result<()> {
         }
     }
 }
+
+/// CPU time (user + system) a process has used so far.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // The kernel reports clock ticks; USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks * 10)
+}

@@ -90,7 +90,11 @@ impl Supervisor {
         loop {
             self.status.set_channel(&self.channel(), "starting");
             let error = tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => {
+                    // Dropping the handlers drops the connection: the child is killed.
+                    self.registry.replace_source(&self.source(), Vec::new());
+                    return;
+                }
                 error = self.serve() => error,
             };
             self.registry.replace_source(&self.source(), Vec::new());
