@@ -1,4 +1,5 @@
 //! Helpers the benchmarks share: percentiles, formatting, and reading a process's memory.
+#![allow(dead_code)] // each benchmark uses some of these
 
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
