@@ -12,6 +12,9 @@
 //! An `error` event inside a 200 stream (`overloaded_error`, `api_error`, …) is retried like
 //! the HTTP status it stands for; request errors (`invalid_request_error`, auth) are final.
 
+use std::borrow::Cow;
+
+use serde::Serialize;
 use serde_json::{Value, json};
 use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
@@ -58,31 +61,35 @@ impl Wire for AnthropicBrain {
     }
 
     /// The request body: tools and system (the cached prefix), then the messages.
-    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
-        let tools: Vec<Value> = prompt::shown_tools(tools)
-            .map(|t| {
-                json!({"name": t.name, "description": prompt::tool_description(t), "input_schema": t.parameters})
-            })
-            .collect();
-        let mut messages: Vec<Value> = turns.into_iter().map(render_turn).collect();
-        if let Some(block) = messages
-            .last_mut()
-            .and_then(|m| m["content"].as_array_mut())
-            .and_then(|blocks| blocks.last_mut())
-        {
-            block["cache_control"] = json!({"type": "ephemeral"});
+    fn request_body(
+        &self,
+        system: &str,
+        turns: Vec<Turn<'_>>,
+        tools: &[ToolSpec],
+    ) -> Result<Vec<u8>, BrainError> {
+        let mut messages: Vec<Message<'_>> = turns.into_iter().map(render_turn).collect();
+        if let Some(block) = messages.last_mut().and_then(|m| m.content.last_mut()) {
+            block.cache_control = Some(EPHEMERAL);
         }
-        let mut body = json!({
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
-            "messages": messages,
-            "stream": true,
-        });
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools);
-        }
-        body
+        let request = Request {
+            model: &self.model,
+            max_tokens: self.max_tokens,
+            system: [SystemBlock {
+                kind: "text",
+                text: system,
+                cache_control: EPHEMERAL,
+            }],
+            messages,
+            stream: true,
+            tools: prompt::shown_tools(tools)
+                .map(|t| Tool {
+                    name: &t.name,
+                    description: prompt::tool_description(t),
+                    input_schema: &t.parameters,
+                })
+                .collect(),
+        };
+        transport::encode(&request)
     }
 }
 
@@ -100,40 +107,124 @@ impl Brain for AnthropicBrain {
     }
 }
 
-/// Moves the turn's text into blocks: no copy of what may be megabytes.
-fn render_turn(turn: Turn) -> Value {
+/// A Messages request, serialized straight from borrowed parts.
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    system: [SystemBlock<'a>; 1],
+    messages: Vec<Message<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+}
+
+#[derive(Clone, Copy, Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: Cow<'a, str>,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+struct Block<'a> {
+    #[serde(flatten)]
+    body: BlockBody<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockBody<'a> {
+    Text {
+        text: Cow<'a, str>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Cow<'a, Value>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: Cow<'a, str>,
+        is_error: bool,
+    },
+}
+
+impl<'a> From<BlockBody<'a>> for Block<'a> {
+    fn from(body: BlockBody<'a>) -> Self {
+        Self {
+            body,
+            cache_control: None,
+        }
+    }
+}
+
+fn render_turn(turn: Turn<'_>) -> Message<'_> {
     match turn {
         // Tool results first, as the API requires, then any text that came after them.
-        Turn::User { results, texts } => {
-            let blocks: Vec<Value> = results
+        Turn::User { results, texts } => Message {
+            role: "user",
+            content: results
                 .into_iter()
-                .map(|r| json!({"type": "tool_result", "tool_use_id": r.id, "content": r.content, "is_error": r.is_error}))
-                .chain(texts.into_iter().map(|t| json!({"type": "text", "text": t})))
-                .collect();
-            json!({"role": "user", "content": blocks})
-        }
-        Turn::Assistant { texts, calls } => {
-            let blocks: Vec<Value> = texts
+                .map(|r| BlockBody::ToolResult {
+                    tool_use_id: r.id,
+                    content: r.content,
+                    is_error: r.is_error,
+                })
+                .chain(texts.into_iter().map(|text| BlockBody::Text { text }))
+                .map(Block::from)
+                .collect(),
+        },
+        Turn::Assistant { texts, calls } => Message {
+            role: "assistant",
+            content: texts
                 .into_iter()
-                .map(|t| json!({"type": "text", "text": t}))
-                .chain(calls.into_iter().map(|c| {
+                .map(|text| BlockBody::Text {
+                    text: Cow::Borrowed(text),
+                })
+                .chain(calls.into_iter().map(|c| BlockBody::ToolUse {
+                    id: c.id,
+                    name: c.name,
                     // `input` must be an object; arguments that were not JSON are kept
                     // visible to the model instead of being silently replaced.
-                    let input = match c.args {
-                        input @ Value::Object(_) => input,
-                        other => json!({"invalid_arguments": other}),
-                    };
-                    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+                    input: match c.args {
+                        input @ Value::Object(_) => Cow::Borrowed(input),
+                        other => Cow::Owned(json!({"invalid_arguments": other})),
+                    },
                 }))
-                .collect();
-            json!({"role": "assistant", "content": blocks})
-        }
+                .map(Block::from)
+                .collect(),
+        },
     }
 }
 
 /// A content block of the answer as it streams in, by its index.
 #[derive(Debug)]
-enum Block {
+enum StreamBlock {
     Text,
     ToolUse(usize),
     /// Thinking and other blocks Steward does not use.
@@ -143,14 +234,14 @@ enum Block {
 #[derive(Debug, Default)]
 pub struct EventDecoder {
     answer: Answer,
-    blocks: Vec<Block>,
+    blocks: Vec<StreamBlock>,
     usage: TokenUsage,
     started: bool,
     stopped: bool,
 }
 
 impl EventDecoder {
-    fn block(&self, value: &Value) -> Option<&Block> {
+    fn block(&self, value: &Value) -> Option<&StreamBlock> {
         let index = value.get("index").and_then(Value::as_u64)? as usize;
         self.blocks.get(index)
     }
@@ -181,7 +272,7 @@ impl StreamDecoder for EventDecoder {
                         self.answer
                             .text
                             .push_str(block["text"].as_str().unwrap_or(""));
-                        Block::Text
+                        StreamBlock::Text
                     }
                     Some("tool_use") => {
                         // The input streams as JSON fragments; a start that already carries
@@ -195,23 +286,23 @@ impl StreamDecoder for EventDecoder {
                             name: block["name"].as_str().unwrap_or("").to_owned(),
                             arguments,
                         });
-                        Block::ToolUse(self.answer.calls.len() - 1)
+                        StreamBlock::ToolUse(self.answer.calls.len() - 1)
                     }
-                    _ => Block::Other,
+                    _ => StreamBlock::Other,
                 };
                 if self.blocks.len() <= index {
-                    self.blocks.resize_with(index + 1, || Block::Other);
+                    self.blocks.resize_with(index + 1, || StreamBlock::Other);
                 }
                 self.blocks[index] = kind;
             }
             "content_block_delta" => {
                 let delta = &value["delta"];
                 match (self.block(&value), delta["type"].as_str()) {
-                    (Some(Block::Text), Some("text_delta")) => {
+                    (Some(StreamBlock::Text), Some("text_delta")) => {
                         let text = delta["text"].as_str().unwrap_or("");
                         self.answer.text.push_str(text);
                     }
-                    (Some(Block::ToolUse(call)), Some("input_json_delta")) => {
+                    (Some(StreamBlock::ToolUse(call)), Some("input_json_delta")) => {
                         let call = *call;
                         let fragment = delta["partial_json"].as_str().unwrap_or("");
                         self.answer.calls[call].arguments.push_str(fragment);

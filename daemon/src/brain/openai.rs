@@ -7,7 +7,10 @@
 //! The request starts with the stable prefix — the system message, then the tool schemas in
 //! registry order — so provider prompt caches keep hitting across steps.
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde_json::Value;
 use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
 
@@ -49,27 +52,35 @@ impl Wire for OpenAiBrain {
     }
 
     /// The request body: the stable prefix (system, tools), then the conversation.
-    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": system})];
+    fn request_body(
+        &self,
+        system: &str,
+        turns: Vec<Turn<'_>>,
+        tools: &[ToolSpec],
+    ) -> Result<Vec<u8>, BrainError> {
+        let mut messages = vec![Message::System { content: system }];
         for turn in turns {
             render_turn(turn, &mut messages);
         }
-        let tools: Vec<Value> = prompt::shown_tools(tools)
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": prompt::tool_description(t), "parameters": t.parameters}})
-            })
-            .collect();
-        let mut body = json!({
-            "model": self.model,
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools);
-        }
-        body
+        let request = Request {
+            model: &self.model,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            tools: prompt::shown_tools(tools)
+                .map(|t| Function {
+                    kind: "function",
+                    function: FunctionDef {
+                        name: &t.name,
+                        description: prompt::tool_description(t),
+                        parameters: &t.parameters,
+                    },
+                })
+                .collect(),
+        };
+        transport::encode(&request)
     }
 }
 
@@ -87,42 +98,97 @@ impl Brain for OpenAiBrain {
     }
 }
 
-/// Moves the turn's text into messages: no copy of what may be megabytes.
-fn render_turn(turn: Turn, messages: &mut Vec<Value>) {
+/// A Chat Completions request, serialized straight from borrowed parts.
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    messages: Vec<Message<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Function<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum Message<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: Cow<'a, str>,
+    },
+    Assistant {
+        content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDef<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDef<'a> {
+    name: &'a str,
+    description: Cow<'a, str>,
+    parameters: &'a Value,
+}
+
+fn render_turn<'a>(turn: Turn<'a>, messages: &mut Vec<Message<'a>>) {
     match turn {
         Turn::User { results, texts } => {
-            for result in results {
-                messages.push(
-                    json!({"role": "tool", "tool_call_id": result.id, "content": result.content}),
-                );
-            }
-            for text in texts {
-                messages.push(json!({"role": "user", "content": text}));
-            }
+            messages.extend(results.into_iter().map(|r| Message::Tool {
+                tool_call_id: r.id,
+                content: r.content,
+            }));
+            messages.extend(texts.into_iter().map(|content| Message::User { content }));
         }
-        Turn::Assistant { texts, calls } => {
-            let content = if texts.is_empty() {
-                Value::Null
-            } else {
-                Value::String(texts.join("\n\n"))
-            };
-            let mut message = json!({"role": "assistant", "content": content});
-            if !calls.is_empty() {
-                let calls: Vec<Value> = calls
-                    .into_iter()
-                    .map(|c| {
+        Turn::Assistant { texts, calls } => messages.push(Message::Assistant {
+            content: (!texts.is_empty()).then(|| texts.join("\n\n")),
+            tool_calls: calls
+                .into_iter()
+                .map(|c| ToolCall {
+                    id: c.id,
+                    kind: "function",
+                    function: CallFunction {
+                        name: c.name,
                         // Arguments that were not JSON are sent back as the model wrote them.
-                        let arguments = match c.args {
-                            Value::String(raw) => raw,
-                            other => other.to_string(),
-                        };
-                        json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
-                    })
-                    .collect();
-                message["tool_calls"] = Value::Array(calls);
-            }
-            messages.push(message);
-        }
+                        arguments: match c.args {
+                            Value::String(raw) => Cow::Borrowed(raw.as_str()),
+                            other => Cow::Owned(other.to_string()),
+                        },
+                    },
+                })
+                .collect(),
+        }),
     }
 }
 

@@ -11,6 +11,8 @@
 //! step was cancelled or the daemon stopped) gets a result saying so; consecutive items of
 //! one side share a turn; the conversation starts with a user turn.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use steward_events::{ItemKind, ToolStatus, TrajectoryItem, Trust};
 use steward_tools::{Tier, ToolSpec};
@@ -65,10 +67,10 @@ pub fn shown_tools(tools: &[ToolSpec]) -> impl Iterator<Item = &ToolSpec> {
 }
 
 /// A tool's description with its usage guidance, which is shown only together with it.
-pub fn tool_description(tool: &ToolSpec) -> String {
+pub fn tool_description(tool: &ToolSpec) -> Cow<'_, str> {
     match &tool.usage_guidance {
-        Some(guidance) => format!("{} {guidance}", tool.description),
-        None => tool.description.clone(),
+        Some(guidance) => Cow::Owned(format!("{} {guidance}", tool.description)),
+        None => Cow::Borrowed(&tool.description),
     }
 }
 
@@ -107,31 +109,32 @@ fn render_summary(text: &str) -> String {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Call {
-    pub id: String,
-    pub name: String,
-    pub args: Value,
+pub struct Call<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub args: &'a Value,
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct CallResult {
-    pub id: String,
+pub struct CallResult<'a> {
+    pub id: &'a str,
     /// The JSON text the model reads: status, result and fix-up hint.
-    pub content: String,
+    pub content: Cow<'a, str>,
     pub is_error: bool,
 }
 
-/// One side's turn. Turns alternate, and the first is a user turn.
+/// One side's turn. Turns alternate, and the first is a user turn. They borrow from the
+/// trajectory items: a long conversation is rendered without copying it first.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Turn {
+pub enum Turn<'a> {
     /// Tool results (they answer the previous assistant turn's calls), then texts.
     User {
-        results: Vec<CallResult>,
-        texts: Vec<String>,
+        results: Vec<CallResult<'a>>,
+        texts: Vec<Cow<'a, str>>,
     },
     Assistant {
-        texts: Vec<String>,
-        calls: Vec<Call>,
+        texts: Vec<&'a str>,
+        calls: Vec<Call<'a>>,
     },
 }
 
@@ -148,24 +151,28 @@ const INTERRUPTED: &str =
     r#"{"status":"cancelled","result":"no result was recorded: the step was interrupted"}"#;
 
 /// The trajectory as alternating turns (see the module docs for the repairs made).
-pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = Vec::new();
+pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn<'_>> {
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     // Calls of the last assistant turn still waiting for their results, in call order.
-    let mut open: Vec<String> = Vec::new();
+    let mut open: Vec<&str> = Vec::new();
     for item in history {
         match &item.kind {
             kind @ ItemKind::Event { .. } => {
                 close_open_calls(&mut turns, &mut open);
-                user_turn(&mut turns).1.extend(render_event(kind));
+                user_turn(&mut turns)
+                    .1
+                    .extend(render_event(kind).map(Cow::Owned));
             }
             ItemKind::Summary { text, .. } => {
                 close_open_calls(&mut turns, &mut open);
-                user_turn(&mut turns).1.push(render_summary(text));
+                user_turn(&mut turns)
+                    .1
+                    .push(Cow::Owned(render_summary(text)));
             }
             ItemKind::Assistant { text, .. } => {
                 close_open_calls(&mut turns, &mut open);
                 if !text.trim().is_empty() {
-                    assistant_turn(&mut turns).0.push(text.clone());
+                    assistant_turn(&mut turns).0.push(text);
                 }
             }
             ItemKind::ToolCall {
@@ -176,11 +183,11 @@ pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn> {
                 if !open.is_empty() && !matches!(turns.last(), Some(Turn::Assistant { .. })) {
                     close_open_calls(&mut turns, &mut open);
                 }
-                open.push(call_id.clone());
+                open.push(call_id);
                 assistant_turn(&mut turns).1.push(Call {
-                    id: call_id.clone(),
-                    name: tool.clone(),
-                    args: args.clone(),
+                    id: call_id,
+                    name: tool,
+                    args,
                 });
             }
             ItemKind::ToolResult {
@@ -201,8 +208,8 @@ pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn> {
                     hint: hint.as_deref(),
                 };
                 user_turn(&mut turns).0.push(CallResult {
-                    id: call_id.clone(),
-                    content: serde_json::to_string(&content).unwrap_or_default(),
+                    id: call_id,
+                    content: Cow::Owned(serde_json::to_string(&content).unwrap_or_default()),
                     is_error: !matches!(status, ToolStatus::Ok | ToolStatus::Pending),
                 });
             }
@@ -228,17 +235,19 @@ pub fn conversation(history: &[TrajectoryItem]) -> Vec<Turn> {
     turns
 }
 
-fn close_open_calls(turns: &mut Vec<Turn>, open: &mut Vec<String>) {
+fn close_open_calls<'a>(turns: &mut Vec<Turn<'a>>, open: &mut Vec<&'a str>) {
     for id in open.drain(..) {
         user_turn(turns).0.push(CallResult {
             id,
-            content: INTERRUPTED.to_owned(),
+            content: Cow::Borrowed(INTERRUPTED),
             is_error: true,
         });
     }
 }
 
-fn user_turn(turns: &mut Vec<Turn>) -> (&mut Vec<CallResult>, &mut Vec<String>) {
+type UserParts<'t, 'a> = (&'t mut Vec<CallResult<'a>>, &'t mut Vec<Cow<'a, str>>);
+
+fn user_turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>) -> UserParts<'t, 'a> {
     if !matches!(turns.last(), Some(Turn::User { .. })) {
         turns.push(Turn::User {
             results: Vec::new(),
@@ -251,7 +260,9 @@ fn user_turn(turns: &mut Vec<Turn>) -> (&mut Vec<CallResult>, &mut Vec<String>) 
     }
 }
 
-fn assistant_turn(turns: &mut Vec<Turn>) -> (&mut Vec<String>, &mut Vec<Call>) {
+fn assistant_turn<'t, 'a>(
+    turns: &'t mut Vec<Turn<'a>>,
+) -> (&'t mut Vec<&'a str>, &'t mut Vec<Call<'a>>) {
     if !matches!(turns.last(), Some(Turn::Assistant { .. })) {
         turns.push(Turn::Assistant {
             texts: Vec::new(),

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use steward_config::ApiKeySource;
 use steward_tools::ToolSpec;
 
@@ -204,22 +203,20 @@ pub trait Wire: Send + Sync {
 
     fn endpoint(&self) -> &Endpoint;
 
-    /// The request body: the stable prefix (tools, system), then the turns, moved in.
-    fn request_body(&self, system: &str, turns: Vec<Turn>, tools: &[ToolSpec]) -> Value;
-
-    /// One streamed call.
-    fn call(
+    /// The request body, serialized: the stable prefix (tools, system), then the turns.
+    fn request_body(
         &self,
-        body: Value,
-    ) -> impl std::future::Future<Output = Result<Answer, BrainError>> + Send {
-        async move {
-            let encoded = serde_json::to_vec(&body)
-                .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")));
-            // The tree is as big as the conversation; it must not live through the stream.
-            drop(body);
-            self.endpoint().stream::<Self::Decoder>(encoded?).await
-        }
-    }
+        system: &str,
+        turns: Vec<Turn<'_>>,
+        tools: &[ToolSpec],
+    ) -> Result<Vec<u8>, BrainError>;
+}
+
+/// Serializes a request body straight from its borrowed parts (no JSON tree in between:
+/// a conversation can be megabytes).
+pub fn encode(request: &impl serde::Serialize) -> Result<Vec<u8>, BrainError> {
+    serde_json::to_vec(request)
+        .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))
 }
 
 /// `Brain::respond` for any wire: the trajectory as turns, the answer as a turn.
@@ -229,8 +226,9 @@ pub fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'
             &prompt::system_text(input.tools),
             prompt::conversation(input.history),
             input.tools,
-        );
-        Ok(wire.call(body).await?.into_turn(input.events))
+        )?;
+        let answer = wire.endpoint().stream::<W::Decoder>(body).await?;
+        Ok(answer.into_turn(input.events))
     })
 }
 
@@ -239,10 +237,10 @@ pub fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
     Box::pin(async move {
         let turns = vec![Turn::User {
             results: Vec::new(),
-            texts: vec![transcript],
+            texts: vec![transcript.into()],
         }];
-        let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[]);
-        let answer = wire.call(body).await?;
+        let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[])?;
+        let answer = wire.endpoint().stream::<W::Decoder>(body).await?;
         Ok(Summary {
             text: answer.text,
             usage: answer.usage,
