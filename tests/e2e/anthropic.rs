@@ -378,3 +378,43 @@ async fn an_overgrown_context_is_compacted_into_a_model_written_summary() {
     assert!(!after_restart.contains("alpha-0000"));
     assert!(after_restart.contains("bravo-0000"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_drops_a_slow_stream_and_the_next_step_starts() {
+    let slow = sse(&format!(
+        "{}{}<<PAUSE>>{}",
+        message_start(10, 0),
+        event(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        ),
+        message_end("end_turn", 1)
+    ));
+    let model = ScriptedModel::start(vec![slow, text_answer("Stopped.")], 4096);
+    let daemon = start(&model, "");
+    daemon.send("write me a long essay", None).await;
+    model.wait_for_requests(1);
+    let started = std::time::Instant::now();
+    let cancel = daemon
+        .send("stop", Some(steward_events::Urgency::Cancel))
+        .await;
+    let items = daemon
+        .wait_for_trajectory("the cancelled step and the next answer", |items| {
+            items.iter().any(|i| i.kind.name() == "step_cancelled")
+                && items.iter().any(|i| matches!(&i.kind, steward_events::ItemKind::Assistant { text, .. } if text == "Stopped."))
+        })
+        .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the slow stream was not abandoned"
+    );
+    let cancelled = items
+        .iter()
+        .find(|i| i.kind.name() == "step_cancelled")
+        .unwrap();
+    assert!(matches!(
+        &cancelled.kind,
+        steward_events::ItemKind::StepCancelled { by: Some(id), .. } if *id == cancel
+    ));
+    assert_eq!(model.requests().len(), 2);
+    assert!(model.requests()[1]["messages"].to_string().contains("stop"));
+}
