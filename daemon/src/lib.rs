@@ -19,3 +19,4 @@ pub mod protocol;
 pub mod replies;
 pub mod status;
 pub mod store;
+pub mod timer;

@@ -1,0 +1,3 @@
+//! The timer channel (in progress): schedules and missed-run decisions.
+
+pub mod schedule;

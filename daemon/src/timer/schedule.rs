@@ -1,0 +1,381 @@
+//! When a job is due: schedules parsed from text, the next occurrence after an instant, and
+//! what to do with occurrences missed while the daemon was down. Pure functions, no clock.
+//!
+//! Schedules (the `schedule` of `[[cron]]` and `steward cron add --schedule`):
+//! - a cron expression of 5 fields (minute first) or 6 (seconds first), read in the job's
+//!   time zone;
+//! - `every DURATION` (`every 30s`, `every 5m`, `every 2h`, `every 1d`), counted from the
+//!   job's creation;
+//! - `at TIME`: once, at an RFC 3339 time, or `at +20m` (relative to when the job is made).
+//!
+//! Daylight saving, for cron expressions: a local time that does not exist (the spring gap)
+//! runs at the first valid time after the gap (02:30 → 03:00); a local time that exists
+//! twice (the autumn overlap) runs once, at its first instance.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+
+#[derive(Clone, Debug)]
+pub enum Schedule {
+    Cron(Box<croner::Cron>),
+    Every {
+        period: Duration,
+        from: DateTime<Utc>,
+    },
+    At(DateTime<Utc>),
+}
+
+impl PartialEq for Schedule {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Schedule::Cron(a), Schedule::Cron(b)) => a.as_str() == b.as_str(),
+            (Schedule::Every { period, from }, Schedule::Every { period: p, from: f }) => {
+                period == p && from == f
+            }
+            (Schedule::At(a), Schedule::At(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScheduleError {
+    #[error(
+        "{0:?} is not a schedule: use a cron expression (5 or 6 fields), `every 10m` or `at 2026-12-01T09:00:00+01:00` / `at +20m`"
+    )]
+    Unknown(String),
+    #[error("invalid cron expression {expr:?}: {reason}")]
+    Cron { expr: String, reason: String },
+    #[error("{0:?} is not a duration: use a number and s, m, h or d (e.g. 90s, 20m)")]
+    Duration(String),
+    #[error("{0:?} is not an RFC 3339 time (e.g. 2026-12-01T09:00:00+01:00)")]
+    Time(String),
+    #[error("{0:?} is not a time zone (e.g. Europe/Berlin, UTC)")]
+    Zone(String),
+}
+
+/// Parses a schedule; `now` anchors `every` and relative `at`.
+pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, ScheduleError> {
+    let text = text.trim();
+    if let Some(period) = text.strip_prefix("every ") {
+        let period = parse_duration(period.trim())?;
+        if period.is_zero() {
+            return Err(ScheduleError::Duration(text.to_owned()));
+        }
+        return Ok(Schedule::Every { period, from: now });
+    }
+    if let Some(when) = text.strip_prefix("at ") {
+        let when = when.trim();
+        if let Some(relative) = when.strip_prefix('+') {
+            let delay = parse_duration(relative)?;
+            return Ok(Schedule::At(now + delay));
+        }
+        return DateTime::parse_from_rfc3339(when)
+            .map(|t| Schedule::At(t.with_timezone(&Utc)))
+            .map_err(|_| ScheduleError::Time(when.to_owned()));
+    }
+    let fields = text.split_whitespace().count();
+    if !(5..=6).contains(&fields) {
+        return Err(ScheduleError::Unknown(text.to_owned()));
+    }
+    croner::Cron::new(text)
+        .with_seconds_optional()
+        .parse()
+        .map(|cron| Schedule::Cron(Box::new(cron)))
+        .map_err(|e| ScheduleError::Cron {
+            expr: text.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// `90s`, `20m`, `2h`, `1d`.
+pub fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
+    let bad = || ScheduleError::Duration(text.to_owned());
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let unit_secs = match unit.trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    number
+        .checked_mul(unit_secs)
+        .map(Duration::from_secs)
+        .ok_or_else(bad)
+}
+
+pub fn parse_zone(name: &str) -> Result<Tz, ScheduleError> {
+    name.parse::<Tz>()
+        .map_err(|_| ScheduleError::Zone(name.to_owned()))
+}
+
+impl Schedule {
+    /// The first occurrence strictly after `after`; `None` when there is none (a one-shot
+    /// that is past, a cron expression that never matches again).
+    pub fn next_after(&self, after: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
+        match self {
+            Schedule::At(at) => (*at > after).then_some(*at),
+            Schedule::Every { period, from } => {
+                let period = chrono::Duration::from_std(*period).ok()?;
+                if after < *from {
+                    return Some(*from + period);
+                }
+                let elapsed = (after - *from).num_milliseconds();
+                let step = period.num_milliseconds().max(1);
+                let n = elapsed / step + 1;
+                Some(*from + chrono::Duration::milliseconds(n * step))
+            }
+            Schedule::Cron(cron) => {
+                let mut from = zone.from_utc_datetime(&after.naive_utc());
+                // In the autumn overlap the search, which works on local time, can land on
+                // the first instance of a local time that is already behind us: go on.
+                for _ in 0..4 {
+                    let next = cron.find_next_occurrence(&from, false).ok()?;
+                    let next_utc = next.with_timezone(&Utc);
+                    if next_utc > after {
+                        return Some(next_utc);
+                    }
+                    from = next;
+                }
+                None
+            }
+        }
+    }
+
+    /// Every occurrence in `(after, until]`, oldest first, at most `limit`.
+    pub fn between(
+        &self,
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+        zone: Tz,
+        limit: usize,
+    ) -> Vec<DateTime<Utc>> {
+        let mut out = Vec::new();
+        let mut cursor = after;
+        while out.len() < limit {
+            match self.next_after(cursor, zone) {
+                Some(next) if next <= until => {
+                    out.push(next);
+                    cursor = next;
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+}
+
+/// `missed` of a job: what happens to occurrences that fell while the daemon was down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissedPolicy {
+    /// None runs; each is recorded as missed.
+    Skip,
+    /// The latest one within the lateness bound runs; the others are recorded as missed.
+    #[default]
+    Once,
+    /// Each one within the lateness bound runs, oldest first; older ones are missed.
+    All,
+}
+
+impl MissedPolicy {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "skip" => Some(MissedPolicy::Skip),
+            "once" => Some(MissedPolicy::Once),
+            "all" => Some(MissedPolicy::All),
+            _ => None,
+        }
+    }
+}
+
+/// What to do with the occurrences found due at start.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CatchUp {
+    pub run: Vec<DateTime<Utc>>,
+    pub missed: Vec<DateTime<Utc>>,
+}
+
+/// Splits `due` (oldest first, all `<= now`) into occurrences to run now and occurrences to
+/// record as missed. An occurrence later than `max_lateness` is never run.
+pub fn catch_up(
+    due: &[DateTime<Utc>],
+    now: DateTime<Utc>,
+    policy: MissedPolicy,
+    max_lateness: Duration,
+) -> CatchUp {
+    let lateness = chrono::Duration::from_std(max_lateness).unwrap_or(chrono::Duration::MAX);
+    let in_time = |at: &DateTime<Utc>| now - *at <= lateness;
+    let mut plan = CatchUp::default();
+    match policy {
+        MissedPolicy::Skip => plan.missed = due.to_vec(),
+        MissedPolicy::All => {
+            for at in due {
+                if in_time(at) {
+                    plan.run.push(*at);
+                } else {
+                    plan.missed.push(*at);
+                }
+            }
+        }
+        MissedPolicy::Once => {
+            let latest = due.last().filter(|at| in_time(at));
+            for at in due {
+                if Some(at) == latest {
+                    plan.run.push(*at);
+                } else {
+                    plan.missed.push(*at);
+                }
+            }
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn schedules_parse_or_say_why() {
+        let now = utc("2026-11-30T10:00:00Z");
+        assert!(matches!(
+            parse_schedule("0 7 * * *", now),
+            Ok(Schedule::Cron(_))
+        ));
+        assert!(matches!(
+            parse_schedule("*/2 * * * * *", now),
+            Ok(Schedule::Cron(_))
+        ));
+        assert_eq!(
+            parse_schedule("every 90s", now),
+            Ok(Schedule::Every {
+                period: Duration::from_secs(90),
+                from: now
+            })
+        );
+        assert_eq!(
+            parse_schedule("at +20m", now),
+            Ok(Schedule::At(utc("2026-11-30T10:20:00Z")))
+        );
+        assert_eq!(
+            parse_schedule("at 2026-12-01T09:00:00+01:00", now),
+            Ok(Schedule::At(utc("2026-12-01T08:00:00Z")))
+        );
+        let errors = [
+            ("tomorrow", "is not a schedule"),
+            ("61 * * * *", "invalid cron expression"),
+            ("every 5 minutes", "is not a duration"),
+            ("every 0s", "is not a duration"),
+            ("at noon", "RFC 3339"),
+        ];
+        for (text, message) in errors {
+            let error = parse_schedule(text, now).unwrap_err().to_string();
+            assert!(error.contains(message), "{text}: {error}");
+        }
+        assert!(parse_zone("Europe/Berlin").is_ok());
+        assert!(parse_zone("Mars/Olympus").is_err());
+    }
+
+    #[test]
+    fn next_occurrences_follow_the_zone() {
+        let berlin = parse_zone("Europe/Berlin").unwrap();
+        let daily = parse_schedule("0 7 * * *", Utc::now()).unwrap();
+        // 07:00 in Berlin in winter is 06:00 UTC.
+        assert_eq!(
+            daily.next_after(utc("2026-11-30T06:30:00Z"), berlin),
+            Some(utc("2026-12-01T06:00:00Z"))
+        );
+        let every = parse_schedule("every 10m", utc("2026-11-30T10:00:00Z")).unwrap();
+        assert_eq!(
+            every.next_after(utc("2026-11-30T10:25:00Z"), berlin),
+            Some(utc("2026-11-30T10:30:00Z"))
+        );
+        let once = parse_schedule("at 2026-11-30T12:00:00Z", Utc::now()).unwrap();
+        assert_eq!(
+            once.next_after(utc("2026-11-30T11:00:00Z"), berlin),
+            Some(utc("2026-11-30T12:00:00Z"))
+        );
+        assert_eq!(once.next_after(utc("2026-11-30T12:00:00Z"), berlin), None);
+    }
+
+    #[test]
+    fn a_daily_0230_job_runs_once_on_both_transition_days() {
+        let berlin = parse_zone("Europe/Berlin").unwrap();
+        let job = parse_schedule("30 2 * * *", Utc::now()).unwrap();
+        // Spring: 2026-03-29, 02:00 → 03:00 local. 02:30 does not exist: it runs at 03:00
+        // CEST (01:00 UTC), once.
+        let spring = job.between(
+            utc("2026-03-28T12:00:00Z"),
+            utc("2026-03-30T12:00:00Z"),
+            berlin,
+            10,
+        );
+        assert_eq!(
+            spring,
+            [utc("2026-03-29T01:00:00Z"), utc("2026-03-30T00:30:00Z")],
+        );
+        // Autumn: 2026-10-25, 03:00 → 02:00 local. 02:30 happens twice: it runs at the
+        // first, 02:30 CEST (00:30 UTC), once.
+        let autumn = job.between(
+            utc("2026-10-24T12:00:00Z"),
+            utc("2026-10-26T12:00:00Z"),
+            berlin,
+            10,
+        );
+        assert_eq!(
+            autumn,
+            [utc("2026-10-25T00:30:00Z"), utc("2026-10-26T01:30:00Z")],
+        );
+        // Searching from inside the repeated hour does not go back to its first 02:30.
+        assert_eq!(
+            job.next_after(utc("2026-10-25T01:10:00Z"), berlin),
+            Some(utc("2026-10-26T01:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn missed_runs_follow_the_policy_and_the_lateness_bound() {
+        let now = utc("2026-11-30T10:00:00Z");
+        let due = [
+            utc("2026-11-30T07:00:00Z"),
+            utc("2026-11-30T08:00:00Z"),
+            utc("2026-11-30T09:30:00Z"),
+        ];
+        let hour = Duration::from_secs(3600);
+        let table = [
+            (MissedPolicy::Skip, hour, vec![], due.to_vec()),
+            (MissedPolicy::Once, hour, vec![due[2]], vec![due[0], due[1]]),
+            (MissedPolicy::All, hour, vec![due[2]], vec![due[0], due[1]]),
+            (MissedPolicy::All, hour * 4, due.to_vec(), vec![]),
+            (
+                MissedPolicy::Once,
+                Duration::from_secs(60),
+                vec![],
+                due.to_vec(),
+            ),
+        ];
+        for (policy, lateness, run, missed) in table {
+            assert_eq!(
+                catch_up(&due, now, policy, lateness),
+                CatchUp { run, missed },
+                "{policy:?} {lateness:?}"
+            );
+        }
+        assert_eq!(
+            catch_up(&[], now, MissedPolicy::All, hour),
+            CatchUp::default()
+        );
+    }
+}
