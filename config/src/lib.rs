@@ -10,7 +10,7 @@ mod validate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use steward_events::UrgencyRule;
+use steward_events::{Urgency, UrgencyRule};
 
 pub use error::ConfigError;
 
@@ -29,6 +29,38 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// `[[mcp.servers]]`.
     pub mcp_servers: Vec<McpServerConfig>,
+    /// `[[cron]]`: scheduled jobs from the file (jobs made at run time live in the store).
+    pub cron: Vec<CronJobConfig>,
+}
+
+/// One `[[cron]]` job. The schedule and zone are checked by the timer when it starts (a bad
+/// one stops the daemon with exit 78, naming `cron[i].schedule` or `cron[i].tz`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CronJobConfig {
+    pub name: String,
+    /// A cron expression (5 or 6 fields), `every DURATION` or `at TIME`.
+    pub schedule: String,
+    /// An IANA zone name; `None`: the system's zone.
+    pub tz: Option<String>,
+    pub what: CronWhat,
+    /// `parallel` (the default) or `queue`.
+    pub urgency: Urgency,
+    /// `skip`, `once` (the default) or `all`.
+    pub missed: String,
+    pub max_lateness: Duration,
+    pub enabled: bool,
+}
+
+/// What an occurrence does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CronWhat {
+    /// An event with this text, for the brain.
+    Text(String),
+    /// A tool call through the pipeline, without the model.
+    Action {
+        tool: String,
+        args: serde_json::Value,
+    },
 }
 
 /// One MCP server whose tools Steward offers (as deferred tools, group `mcp:NAME`).

@@ -18,6 +18,30 @@ pub(crate) struct RawConfig {
     pub urgency: RawUrgency,
     pub tools: RawTools,
     pub mcp: RawMcp,
+    pub cron: Vec<RawCronJob>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCronJob {
+    pub name: Spanned<String>,
+    pub schedule: Spanned<String>,
+    pub tz: Option<Spanned<String>>,
+    pub text: Option<String>,
+    pub action: Option<RawCronAction>,
+    pub urgency: Option<Spanned<String>>,
+    pub missed: Option<Spanned<String>>,
+    pub max_lateness_secs: Option<Spanned<u64>>,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCronAction {
+    pub tool: String,
+    #[serde(default)]
+    pub args: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -11,7 +11,95 @@ use toml::Spanned;
 const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
 use crate::error::{ConfigError, line_of};
-use crate::raw::RawMcpServer;
+use crate::raw::{RawCronJob, RawMcpServer};
+use crate::{CronJobConfig, CronWhat};
+
+fn resolve_cron_jobs(
+    jobs: Vec<RawCronJob>,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<Vec<CronJobConfig>, ConfigError> {
+    let mut resolved: Vec<CronJobConfig> = Vec::new();
+    for (i, job) in jobs.into_iter().enumerate() {
+        let key = |name: &str| format!("cron[{i}].{name}");
+        let name = job.name.get_ref().clone();
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid_name {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(job.name.span()),
+                format!("{name:?}: 1-64 letters, digits, '-' or '_'"),
+            ));
+        }
+        if resolved.iter().any(|j| j.name == name) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(job.name.span()),
+                format!("{name:?} is used by another job"),
+            ));
+        }
+        let what = match (job.text, job.action) {
+            (Some(text), None) => CronWhat::Text(text),
+            (None, Some(action)) => CronWhat::Action {
+                tool: action.tool,
+                args: match action.args {
+                    Some(args) => serde_json::to_value(args).map_err(|e| {
+                        ConfigError::invalid(key("action"), at(job.name.span()), e.to_string())
+                    })?,
+                    None => serde_json::json!({}),
+                },
+            },
+            _ => {
+                return Err(ConfigError::invalid(
+                    key("text"),
+                    at(job.name.span()),
+                    "set exactly one of `text` (for the brain) and `action` (a tool call)",
+                ));
+            }
+        };
+        let urgency = match job.urgency.as_ref().map(|u| u.get_ref().as_str()) {
+            None | Some("parallel") => Urgency::Parallel,
+            Some("queue") => Urgency::Queue,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("urgency"),
+                    job.urgency.as_ref().and_then(|u| at(u.span())),
+                    format!("{other:?}: a job is \"parallel\" or \"queue\""),
+                ));
+            }
+        };
+        let missed = match job.missed.as_ref().map(|m| m.get_ref().as_str()) {
+            None => "once".to_owned(),
+            Some(policy @ ("skip" | "once" | "all")) => policy.to_owned(),
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("missed"),
+                    job.missed.as_ref().and_then(|m| at(m.span())),
+                    format!("{other:?}: expected \"skip\", \"once\" or \"all\""),
+                ));
+            }
+        };
+        let max_lateness = match &job.max_lateness_secs {
+            Some(secs) => in_range(&key("max_lateness_secs"), secs, 1, 366 * 86_400)?,
+            None => 3600,
+        };
+        resolved.push(CronJobConfig {
+            name,
+            schedule: job.schedule.into_inner(),
+            tz: job.tz.map(Spanned::into_inner),
+            what,
+            urgency,
+            missed,
+            max_lateness: Duration::from_secs(max_lateness),
+            enabled: job.enabled,
+        });
+    }
+    Ok(resolved)
+}
 use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
@@ -302,6 +390,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     }
 
     let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
+    let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
     Ok(Config {
         daemon,
         inbox,
@@ -310,6 +399,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         model,
         urgency_rules,
         mcp_servers,
+        cron,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(

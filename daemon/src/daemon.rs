@@ -34,6 +34,8 @@ use crate::paths;
 use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
+use crate::timer::Timer;
+use crate::timer::jobs::JobStore;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
 pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -76,6 +78,13 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
+    let timer = Timer {
+        inbox: user_channel.inbox.clone(),
+        jobs: cron_jobs(&config, &store)?,
+        status: status.clone(),
+        changed: Arc::default(),
+    };
+    tasks.spawn(timer.run(shutdown.clone()));
     crate::mcp::start(
         &config.mcp_servers,
         user_channel.tools.clone(),
@@ -127,6 +136,26 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
+/// zone is a configuration error naming the key.
+fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
+    let zone = crate::timer::jobs::system_zone();
+    let mut specs = Vec::with_capacity(config.cron.len());
+    for (i, job) in config.cron.iter().enumerate() {
+        let spec =
+            crate::timer::jobs::spec_from_config(job, &zone).map_err(|(field, message)| {
+                ConfigProblem {
+                    key: format!("cron[{i}].{field}"),
+                    message,
+                }
+            })?;
+        specs.push(spec);
+    }
+    let jobs = JobStore::new(store.cron_tree()?);
+    jobs.reconcile(specs, chrono::Utc::now())?;
+    Ok(jobs)
+}
+
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(config: &Config, memory: sled::Tree) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
@@ -150,15 +179,15 @@ fn registry(config: &Config, memory: sled::Tree) -> anyhow::Result<Arc<ToolRegis
         .build()
         .map_err(|e| match e {
             ToolError::NotDisableable(_) => ConfigProblem {
-                key: "tools.deny",
+                key: "tools.deny".into(),
                 message: e.to_string(),
             }
             .into(),
             ToolError::UnknownSelection(ref entry) => ConfigProblem {
                 key: if tools.deny.contains(entry) {
-                    "tools.deny"
+                    "tools.deny".into()
                 } else {
-                    "tools.allow"
+                    "tools.allow".into()
                 },
                 message: e.to_string(),
             }
@@ -175,7 +204,7 @@ const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 
 #[derive(Debug, thiserror::Error)]
 #[error("config key `{key}`: {message}")]
 pub struct ConfigProblem {
-    key: &'static str,
+    key: String,
     message: String,
 }
 
@@ -209,7 +238,7 @@ impl Core {
             config.tools.roots.clone()
         };
         let files = Arc::new(FileAccess::new(&roots).map_err(|source| ConfigProblem {
-            key: "tools.roots",
+            key: "tools.roots".into(),
             message: format!(
                 "cannot use {}: {source}",
                 roots

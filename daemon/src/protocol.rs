@@ -195,6 +195,8 @@ pub struct EventRow {
     pub urgency: Urgency,
     pub state: String,
     pub received_at: DateTime<Utc>,
+    /// When it happened; for a scheduled job, the instant the occurrence was due.
+    pub occurred_at: DateTime<Utc>,
     /// `main` or `lane:<id>` once merged.
     pub trajectory: Option<String>,
     pub trajectory_seq: Option<u64>,
@@ -211,7 +213,9 @@ impl From<&EventRecord> for EventRow {
                 (Some(trajectory.to_string()), Some(*seq), None)
             }
             EventState::Duplicate { of } => (None, None, Some(format!("duplicate of {of}"))),
-            EventState::Rejected { reason } => (None, None, Some(reason.clone())),
+            EventState::Rejected { reason } | EventState::Missed { reason } => {
+                (None, None, Some(reason.clone()))
+            }
             EventState::Dead { error } => (None, None, Some(error.clone())),
             EventState::Pending => (None, None, None),
         };
@@ -222,6 +226,7 @@ impl From<&EventRecord> for EventRow {
             urgency: e.urgency,
             state: record.state.name().to_owned(),
             received_at: e.received_at,
+            occurred_at: e.occurred_at,
             trajectory,
             trajectory_seq,
             detail,

@@ -101,6 +101,25 @@ pub enum Payload {
         args: serde_json::Value,
         text: String,
     },
+    /// An occurrence of a scheduled job: its text for the brain, or a tool call run
+    /// through the pipeline without the model (`action`).
+    Scheduled {
+        job: String,
+        /// The instant the occurrence was due (not when it ran).
+        scheduled: DateTime<Utc>,
+        /// Run by hand (`cron_trigger`), not by the schedule.
+        manual: bool,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<ScheduledAction>,
+    },
+}
+
+/// The tool call a scheduled job makes instead of asking the brain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledAction {
+    pub tool: String,
+    pub args: serde_json::Value,
 }
 
 impl Payload {
@@ -109,7 +128,8 @@ impl Payload {
         match self {
             Payload::Message { text }
             | Payload::Notice { text }
-            | Payload::ToolCall { text, .. } => text,
+            | Payload::ToolCall { text, .. }
+            | Payload::Scheduled { text, .. } => text,
             Payload::LaneResult { summary, .. } => summary,
         }
     }
@@ -178,6 +198,9 @@ pub enum EventState {
     Rejected { reason: String },
     /// Could not be processed, with the error.
     Dead { error: String },
+    /// A scheduled occurrence that did not run (the daemon was down and the job's missed-run
+    /// policy or lateness bound said so): recorded so that no occurrence vanishes silently.
+    Missed { reason: String },
 }
 
 impl EventState {
@@ -188,6 +211,7 @@ impl EventState {
             EventState::Duplicate { .. } => "duplicate",
             EventState::Rejected { .. } => "rejected",
             EventState::Dead { .. } => "dead",
+            EventState::Missed { .. } => "missed",
         }
     }
 
@@ -195,5 +219,12 @@ impl EventState {
         !matches!(self, EventState::Pending)
     }
 
-    pub const NAMES: [&'static str; 5] = ["pending", "merged", "duplicate", "rejected", "dead"];
+    pub const NAMES: [&'static str; 6] = [
+        "pending",
+        "merged",
+        "duplicate",
+        "rejected",
+        "dead",
+        "missed",
+    ];
 }

@@ -14,3 +14,4 @@ mod scripted_model;
 mod shell;
 mod steps;
 mod support;
+mod timer;

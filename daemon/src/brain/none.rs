@@ -3,7 +3,8 @@
 //! text gets a short answer saying what is missing instead of silence.
 //!
 //! Commands: `/help`, `/status`, `/tool NAME {json-args}` (arguments default to `{}`).
-//! Events from side lanes and the daemon's own notices get no answer: nobody waits on them.
+//! Events from side lanes, scheduled jobs and the daemon's own notices get no answer:
+//! nobody waits on them.
 
 use std::sync::Arc;
 
@@ -28,11 +29,11 @@ impl NoneBrain {
     }
 
     fn answer(&self, event: &Event, turn: &mut BrainTurn) {
-        if matches!(event.source, Source::Lane | Source::System)
+        if matches!(event.source, Source::Lane | Source::System | Source::Timer)
             || matches!(event.payload, Payload::ToolCall { .. })
         {
-            // Summaries and notices: nobody waits for an answer. Direct tool calls were
-            // run before this turn; their results are described above.
+            // Summaries, notices and scheduled jobs: nobody waits for an answer. Direct
+            // tool calls (a job's action too) were run before this turn.
             return;
         }
         let text = event.payload.text().trim();

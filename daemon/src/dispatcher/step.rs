@@ -136,7 +136,11 @@ impl StepRunner {
         let direct: Vec<ToolCallRequest> = events
             .iter()
             .filter_map(|e| match &e.payload {
-                Payload::ToolCall { tool, args, .. } => Some(ToolCallRequest {
+                Payload::ToolCall { tool, args, .. }
+                | Payload::Scheduled {
+                    action: Some(steward_events::ScheduledAction { tool, args }),
+                    ..
+                } => Some(ToolCallRequest {
                     call_id: new_call_id(),
                     tool: tool.clone(),
                     args: args.clone(),

@@ -147,7 +147,19 @@ impl Inbox {
 
     /// Records an event that was refused at the channel: stored, terminal, visible.
     pub async fn reject(&self, event: Event, reason: String) -> Result<Submitted, StoreError> {
-        let (record, ticket) = self.write(event, Some(EventState::Rejected { reason }))?;
+        self.record_terminal(event, EventState::Rejected { reason })
+            .await
+    }
+
+    /// Records an event straight into a terminal state (rejected, missed): durable, visible,
+    /// never processed. A missed occurrence's dedupe key is kept, like a pending event's, so
+    /// it is not recorded twice.
+    pub async fn record_terminal(
+        &self,
+        event: Event,
+        state: EventState,
+    ) -> Result<Submitted, StoreError> {
+        let (record, ticket) = self.write(event, Some(state))?;
         self.store.sync(ticket).await?;
         let submitted = Submitted {
             id: record.event.id,
@@ -170,7 +182,7 @@ impl Inbox {
         let arrival = *next;
         let state = match state {
             Some(state) => state,
-            None => match self.live_duplicate(&event, now)? {
+            None => match self.live_duplicate(event.dedupe_key.as_deref(), now)? {
                 Some(of) => EventState::Duplicate { of },
                 None => EventState::Pending,
             },
@@ -183,7 +195,7 @@ impl Inbox {
         };
         let bytes = encode(&record)?;
         let dedupe = match (&record.event.dedupe_key, &record.state) {
-            (Some(key), EventState::Pending) => Some((
+            (Some(key), EventState::Pending | EventState::Missed { .. }) => Some((
                 keys::dedupe(key),
                 encode(&DedupeEntry {
                     id: record.event.id,
@@ -206,12 +218,18 @@ impl Inbox {
         Ok((record, ticket))
     }
 
+    /// Whether an event with this dedupe key was recorded within the retention: a timer's
+    /// occurrence key, for instance, is its claim.
+    pub fn is_claimed(&self, dedupe_key: &str) -> Result<bool, StoreError> {
+        Ok(self.live_duplicate(Some(dedupe_key), Utc::now())?.is_some())
+    }
+
     fn live_duplicate(
         &self,
-        event: &Event,
+        key: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Option<EventId>, StoreError> {
-        let Some(key) = &event.dedupe_key else {
+        let Some(key) = key else {
             return Ok(None);
         };
         let Some(bytes) = self.store.log.get(keys::dedupe(key))? else {

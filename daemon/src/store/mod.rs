@@ -150,6 +150,11 @@ impl Store {
         Ok(self.db.open_tree("ledger")?)
     }
 
+    /// The tree of scheduled jobs (the timer channel).
+    pub fn cron_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("cron_jobs")?)
+    }
+
     /// The tree of the memory tools' notes.
     pub fn memory_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("memory")?)

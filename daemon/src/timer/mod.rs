@@ -1,3 +1,266 @@
-//! The timer channel (in progress): schedules and missed-run decisions.
+//! The timer channel: scheduled jobs become events, each occurrence exactly once.
+//!
+//! - An occurrence is identified by (job, scheduled instant). Its event carries the dedupe
+//!   key `cron:JOB:INSTANT`, and the inbox writes an event and its key as one record (a crash
+//!   between the two is repaired when the inbox opens), so the claim and the event are one
+//!   write: a crash can neither lose an occurrence nor run it twice. The job's cursor (the
+//!   last claimed instant) is saved after; when it is behind after a crash, the claim is
+//!   found and the occurrence skipped.
+//! - On start, occurrences that fell while the daemon was down go through the job's missed
+//!   policy and lateness bound ([`schedule::catch_up`]); the ones that do not run are
+//!   recorded as `missed` events. At most [`MAX_CATCH_UP`] per job are looked at; beyond
+//!   that one more `missed` event says how many were skipped.
+//! - `at` jobs are removed once their occurrence is claimed.
+//! - Events: source `timer`, channel `cron:NAME`, payload `scheduled` with the instant, the
+//!   job's urgency (default `parallel`); `action` jobs run their tool call through the
+//!   pipeline without the model.
+//!
+//! Decided here: chrono-tz and croner compute the schedule and the daemon runs its own loop
+//! (tokio-cron-scheduler keeps what is running only in memory, which is how other daemons
+//! came to run jobs twice); a job's time zone defaults to the system's.
 
+pub mod jobs;
 pub mod schedule;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use steward_events::{Event, EventState, Payload, Sender, Source, Trust};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::status::StatusBoard;
+use crate::store::{Inbox, StoreError};
+use jobs::{Job, JobStore};
+use schedule::catch_up;
+
+/// Occurrences looked at per job when catching up after a stop.
+pub const MAX_CATCH_UP: usize = 1000;
+/// The loop wakes at least this often (a changed clock, jobs changed by hand).
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+pub struct Timer {
+    pub inbox: Arc<Inbox>,
+    pub jobs: JobStore,
+    pub status: Arc<StatusBoard>,
+    /// Woken when jobs are added, changed or removed.
+    pub changed: Arc<Notify>,
+}
+
+impl Timer {
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let error = tokio::select! {
+                () = shutdown.cancelled() => return,
+                result = self.serve() => match result {
+                    Ok(()) => return,
+                    Err(e) => e,
+                },
+            };
+            warn!(error = %error, retry_secs = backoff.as_secs(), "the timer stopped on a storage error; restarting");
+            self.status
+                .set_channel("timer", &format!("backoff: {error}"));
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_SLEEP);
+        }
+    }
+
+    async fn serve(&self) -> Result<(), StoreError> {
+        self.catch_up(Utc::now()).await?;
+        loop {
+            let now = Utc::now();
+            let queue = self.queue()?;
+            let next = match queue.first_key_value() {
+                Some((at, name)) if *at <= now => {
+                    if let Some(job) = self.jobs.get(name)? {
+                        self.fire(job, *at).await?;
+                    }
+                    continue;
+                }
+                next => next.map(|(at, _)| *at),
+            };
+            let jobs = self.jobs.all()?.len();
+            self.status.set_channel(
+                "timer",
+                &match next {
+                    Some(at) => format!("running ({jobs} jobs, next {at})"),
+                    None => format!("running ({jobs} jobs)"),
+                },
+            );
+            let sleep = next
+                .and_then(|at| (at - now).to_std().ok())
+                .unwrap_or(MAX_SLEEP)
+                .min(MAX_SLEEP);
+            tokio::select! {
+                () = self.changed.notified() => {}
+                () = tokio::time::sleep(sleep) => {}
+            }
+        }
+    }
+
+    /// Every active job's next occurrence after its cursor, soonest first. Two jobs due at
+    /// the same instant: the second comes up on the next turn of the loop.
+    fn queue(&self) -> Result<BTreeMap<DateTime<Utc>, String>, StoreError> {
+        let mut queue = BTreeMap::new();
+        for job in self.jobs.all()? {
+            if !job.active() {
+                continue;
+            }
+            let Ok(schedule) = job.schedule() else {
+                continue;
+            };
+            if let Some(next) = schedule.next_after(job.cursor, job.zone()) {
+                queue.entry(next).or_insert(job.spec.name);
+            }
+        }
+        Ok(queue)
+    }
+
+    /// Handles what fell due while the daemon was down (see the module docs).
+    async fn catch_up(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
+        for mut job in self.jobs.all()? {
+            if !job.active() {
+                continue;
+            }
+            let Ok(schedule) = job.schedule() else {
+                warn!(job = %job.spec.name, schedule = %job.spec.schedule, "a stored job has a schedule that no longer parses; it is skipped");
+                continue;
+            };
+            let due = schedule.between(job.cursor, now, job.zone(), MAX_CATCH_UP + 1);
+            if due.is_empty() {
+                continue;
+            }
+            let beyond = due.len().saturating_sub(MAX_CATCH_UP);
+            let due = &due[..due.len() - beyond];
+            let plan = catch_up(
+                due,
+                now,
+                job.spec.missed,
+                Duration::from_secs(job.spec.max_lateness_secs),
+            );
+            info!(job = %job.spec.name, run = plan.run.len(), missed = plan.missed.len(), "catching up on occurrences missed while stopped");
+            for at in &plan.missed {
+                self.record_missed(&job, *at, "the daemon was not running; the job's missed-run policy or lateness bound skipped it")
+                    .await?;
+            }
+            if beyond > 0 {
+                self.record_missed(
+                    &job,
+                    now,
+                    &format!("{beyond} more occurrences fell while the daemon was not running"),
+                )
+                .await?;
+            }
+            for at in &plan.run {
+                job = self.claim(job, *at).await?;
+            }
+            // Everything due is handled now, run or recorded.
+            if let Some(last) = due.last() {
+                job.cursor = job.cursor.max(if beyond > 0 { now } else { *last });
+            }
+            self.save_or_retire(&job, &schedule)?;
+        }
+        Ok(())
+    }
+
+    async fn fire(&self, job: Job, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let Ok(schedule) = job.schedule() else {
+            return Ok(());
+        };
+        let job = self.claim(job, at).await?;
+        self.save_or_retire(&job, &schedule)
+    }
+
+    /// Submits the occurrence's event unless it was claimed already, and moves the cursor.
+    async fn claim(&self, mut job: Job, at: DateTime<Utc>) -> Result<Job, StoreError> {
+        let key = occurrence_key(&job.spec.name, at);
+        if self.inbox.is_claimed(&key)? {
+            info!(job = %job.spec.name, at = %at, "occurrence already claimed before a restart");
+        } else {
+            let mut event = occurrence_event(&job, at, false);
+            event.dedupe_key = Some(key);
+            let submitted = self.inbox.submit(event).await?;
+            info!(job = %job.spec.name, at = %at, event_id = %submitted.id, "scheduled job fired");
+            job.last_outcome = Some(format!("ran {at} (event {})", submitted.id));
+        }
+        job.cursor = job.cursor.max(at);
+        Ok(job)
+    }
+
+    async fn record_missed(
+        &self,
+        job: &Job,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let key = occurrence_key(&job.spec.name, at);
+        if self.inbox.is_claimed(&key)? {
+            return Ok(());
+        }
+        let mut event = occurrence_event(job, at, false);
+        event.dedupe_key = Some(key);
+        self.inbox
+            .record_terminal(
+                event,
+                EventState::Missed {
+                    reason: reason.to_owned(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Saves the job, or removes it when its schedule has nothing left (a past `at`).
+    fn save_or_retire(&self, job: &Job, schedule: &schedule::Schedule) -> Result<(), StoreError> {
+        if schedule.next_after(job.cursor, job.zone()).is_none() {
+            info!(job = %job.spec.name, "the job has no occurrence left; removed");
+            self.jobs.remove(&job.spec.name)?;
+            return Ok(());
+        }
+        self.jobs.put(job)
+    }
+}
+
+/// The dedupe key that claims an occurrence.
+pub fn occurrence_key(job: &str, at: DateTime<Utc>) -> String {
+    format!(
+        "cron:{job}:{}",
+        at.to_rfc3339_opts(SecondsFormat::Millis, true)
+    )
+}
+
+/// The event of one occurrence.
+pub fn occurrence_event(job: &Job, at: DateTime<Utc>, manual: bool) -> Event {
+    let mut event = Event::new(
+        Source::Timer,
+        format!("cron:{}", job.spec.name),
+        Sender {
+            identity: format!("cron:{}", job.spec.name),
+            authenticated_by: match job.origin {
+                jobs::Origin::Config => "config".into(),
+                jobs::Origin::Runtime => "runtime-job".into(),
+            },
+        },
+        Trust::Owner,
+        Payload::Scheduled {
+            job: job.spec.name.clone(),
+            scheduled: at,
+            manual,
+            text: job.spec.text.clone(),
+            action: job.spec.action.clone(),
+        },
+    );
+    event.occurred_at = at;
+    // The job's urgency is the owner's explicit choice: no rule overrides it.
+    event.urgency = job.spec.urgency;
+    event.requested_urgency = Some(job.spec.urgency);
+    event
+}

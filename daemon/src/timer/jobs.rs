@@ -1,0 +1,191 @@
+//! Scheduled jobs as the store keeps them (tree `cron_jobs`, one record per job name):
+//! their definition, where they came from, and their cursor — the last occurrence that was
+//! claimed (run or recorded missed). Config jobs are reconciled with the file on start:
+//! changed ones are updated (their cursor kept), removed ones deleted; jobs made at run time
+//! are never touched by it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use steward_config::{CronJobConfig, CronWhat};
+use steward_events::{ScheduledAction, Urgency};
+
+use super::schedule::{MissedPolicy, Schedule, ScheduleError, parse_schedule, parse_zone};
+use crate::store::StoreError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Config,
+    Runtime,
+}
+
+/// A job's definition: what the config or a tool said.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub name: String,
+    pub schedule: String,
+    /// IANA zone name.
+    pub zone: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ScheduledAction>,
+    pub urgency: Urgency,
+    pub missed: MissedPolicy,
+    pub max_lateness_secs: u64,
+    pub enabled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub spec: JobSpec,
+    pub origin: Origin,
+    pub paused: bool,
+    /// When the job was made: `every` counts from here, and nothing before it is due.
+    pub created_at: DateTime<Utc>,
+    /// The last occurrence claimed (run or recorded missed).
+    pub cursor: DateTime<Utc>,
+    /// What its last occurrence came to, for `steward cron list`.
+    #[serde(default)]
+    pub last_outcome: Option<String>,
+}
+
+impl Job {
+    pub fn schedule(&self) -> Result<Schedule, ScheduleError> {
+        parse_schedule(&self.spec.schedule, self.created_at)
+    }
+
+    pub fn zone(&self) -> chrono_tz::Tz {
+        parse_zone(&self.spec.zone).unwrap_or(chrono_tz::UTC)
+    }
+
+    pub fn active(&self) -> bool {
+        self.spec.enabled && !self.paused
+    }
+}
+
+/// The spec of a `[[cron]]` entry, checked; `Err` names the key's last part and why.
+pub fn spec_from_config(
+    job: &CronJobConfig,
+    system_zone: &str,
+) -> Result<JobSpec, (&'static str, String)> {
+    let zone = job.tz.clone().unwrap_or_else(|| system_zone.to_owned());
+    parse_zone(&zone).map_err(|e| ("tz", e.to_string()))?;
+    parse_schedule(&job.schedule, Utc::now()).map_err(|e| ("schedule", e.to_string()))?;
+    let (text, action) = match &job.what {
+        CronWhat::Text(text) => (text.clone(), None),
+        CronWhat::Action { tool, args } => (
+            format!("scheduled job {}: {tool} {args}", job.name),
+            Some(ScheduledAction {
+                tool: tool.clone(),
+                args: args.clone(),
+            }),
+        ),
+    };
+    Ok(JobSpec {
+        name: job.name.clone(),
+        schedule: job.schedule.clone(),
+        zone,
+        text,
+        action,
+        urgency: job.urgency,
+        missed: MissedPolicy::parse(&job.missed).unwrap_or_default(),
+        max_lateness_secs: job.max_lateness.as_secs(),
+        enabled: job.enabled,
+    })
+}
+
+#[derive(Clone, Debug)]
+pub struct JobStore {
+    tree: sled::Tree,
+}
+
+impl JobStore {
+    pub fn new(tree: sled::Tree) -> Self {
+        Self { tree }
+    }
+
+    pub fn all(&self) -> Result<Vec<Job>, StoreError> {
+        self.tree
+            .iter()
+            .values()
+            .map(|bytes| crate::store::decode("cron_jobs", &bytes?))
+            .collect()
+    }
+
+    pub fn get(&self, name: &str) -> Result<Option<Job>, StoreError> {
+        match self.tree.get(name)? {
+            Some(bytes) => Ok(Some(crate::store::decode("cron_jobs", &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put(&self, job: &Job) -> Result<(), StoreError> {
+        self.tree
+            .insert(job.spec.name.as_bytes(), crate::store::encode(job)?)?;
+        Ok(())
+    }
+
+    pub fn remove(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.tree.remove(name)?.is_some())
+    }
+
+    /// Brings the config jobs in line with the file (see the module docs). A job whose
+    /// schedule changed starts counting afresh from now; one that only changed elsewhere
+    /// keeps its cursor.
+    pub fn reconcile(&self, specs: Vec<JobSpec>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        for job in self.all()? {
+            let kept = specs.iter().any(|s| s.name == job.spec.name);
+            if job.origin == Origin::Config && !kept {
+                self.remove(&job.spec.name)?;
+            }
+        }
+        for spec in specs {
+            let job = match self.get(&spec.name)? {
+                Some(mut job) => {
+                    if job.spec.schedule != spec.schedule || job.spec.zone != spec.zone {
+                        job.created_at = now;
+                        job.cursor = now;
+                    }
+                    job.origin = Origin::Config;
+                    job.spec = spec;
+                    job
+                }
+                None => Job {
+                    spec,
+                    origin: Origin::Config,
+                    paused: false,
+                    created_at: now,
+                    cursor: now,
+                    last_outcome: None,
+                },
+            };
+            self.put(&job)?;
+        }
+        Ok(())
+    }
+}
+
+/// The system's time zone: `TZ`, `/etc/timezone`, the `/etc/localtime` link, else UTC.
+pub fn system_zone() -> String {
+    let valid = |name: &str| parse_zone(name.trim()).ok().map(|_| name.trim().to_owned());
+    if let Some(zone) = std::env::var("TZ")
+        .ok()
+        .and_then(|tz| valid(tz.trim_start_matches(':')))
+    {
+        return zone;
+    }
+    if let Some(zone) = std::fs::read_to_string("/etc/timezone")
+        .ok()
+        .and_then(|z| valid(&z))
+    {
+        return zone;
+    }
+    std::fs::read_link("/etc/localtime")
+        .ok()
+        .and_then(|target| {
+            let target = target.to_string_lossy().into_owned();
+            let (_, name) = target.split_once("zoneinfo/")?;
+            valid(name)
+        })
+        .unwrap_or_else(|| "UTC".to_owned())
+}
