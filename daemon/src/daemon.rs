@@ -35,6 +35,7 @@ use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
 use crate::timer::Timer;
+use crate::timer::control::Scheduler;
 use crate::timer::jobs::JobStore;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
@@ -57,6 +58,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         tools,
         dispatcher,
         confirmations,
+        scheduler,
         interrupted_actions,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     report_interrupted_actions(&inbox, interrupted_actions).await?;
@@ -73,16 +75,17 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         replies,
         status: status.clone(),
         confirmations: confirmations.clone(),
+        scheduler: scheduler.clone(),
     };
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
     let timer = Timer {
-        inbox: user_channel.inbox.clone(),
-        jobs: cron_jobs(&config, &store)?,
+        inbox: scheduler.inbox.clone(),
+        jobs: scheduler.jobs.clone(),
         status: status.clone(),
-        changed: Arc::default(),
+        changed: scheduler.changed.clone(),
     };
     tasks.spawn(timer.run(shutdown.clone()));
     crate::mcp::start(
@@ -157,9 +160,14 @@ fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
 }
 
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
-fn registry(config: &Config, memory: sled::Tree) -> anyhow::Result<Arc<ToolRegistry>> {
+fn registry(
+    config: &Config,
+    memory: sled::Tree,
+    scheduler: &Scheduler,
+) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
-    let builder = builtin::register_memory(builtin::builtins(), memory)
+    let builder = builtin::register_memory(builtin::builtins(), memory);
+    let builder = crate::timer::tools::register(builder, scheduler)
         .select(Selection {
             profile: match tools.profile {
                 ToolProfile::Minimal => Profile::Minimal,
@@ -220,6 +228,8 @@ pub struct Core {
     pub tools: Arc<ToolRegistry>,
     pub dispatcher: Dispatcher,
     pub confirmations: Arc<Confirmations>,
+    /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
+    pub scheduler: Scheduler,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
@@ -262,7 +272,13 @@ impl Core {
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
         ledger.purge(config.tools.ledger_retention)?;
-        let tools = registry(config, store.memory_tree()?)?;
+        let scheduler = Scheduler {
+            jobs: cron_jobs(config, &store)?,
+            inbox: inbox.clone(),
+            changed: Arc::default(),
+            default_zone: crate::timer::jobs::system_zone(),
+        };
+        let tools = registry(config, store.memory_tree()?, &scheduler)?;
         let pending = PendingStore::new(store.pending_tree()?);
         pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.
@@ -335,6 +351,7 @@ impl Core {
             tools,
             dispatcher,
             confirmations,
+            scheduler,
             interrupted_actions,
         })
     }

@@ -40,6 +40,10 @@ pub enum Request {
         follow: bool,
     },
     Tools,
+    /// Scheduled jobs: list, add, remove, pause, resume, trigger.
+    Cron {
+        command: CronCommand,
+    },
     /// The tools `tool_search` would return for this query (enabled tools, main trajectory),
     /// as `Tool` lines, best first.
     SearchTools {
@@ -74,6 +78,18 @@ pub struct ChatLine {
     pub text: String,
     #[serde(default)]
     pub urgency: Option<Urgency>,
+}
+
+/// `steward cron …`; answered with `Job` lines (or `Accepted` for a trigger), then `End`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum CronCommand {
+    List,
+    Add { job: crate::timer::control::NewJob },
+    Remove { name: String },
+    Pause { name: String },
+    Resume { name: String },
+    Trigger { name: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,6 +131,9 @@ pub enum Response {
     },
     Tool {
         tool: Value,
+    },
+    Job {
+        job: crate::timer::control::JobRow,
     },
     /// The outcome of a `call_tool` request.
     ToolResult {

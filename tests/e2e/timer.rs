@@ -139,3 +139,87 @@ fn a_bad_schedule_or_zone_is_a_config_error() {
         assert!(crate::support::stderr(&output).contains(key), "{output:?}");
     }
 }
+
+fn jobs(daemon: &TestDaemon) -> Vec<serde_json::Value> {
+    let output = daemon.cli(&["cron", "list", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_managed_from_the_cli_and_by_tools_and_persist() {
+    let mut daemon = TestDaemon::start_with(&job("daily", "0 7 * * *", ""));
+    // A runtime job made by a tool call (as the model would), and one from the CLI.
+    let args = r#"{"name":"standup","schedule":"30 9 * * 1-5","tz":"Europe/Berlin","text":"standup in 5 minutes"}"#;
+    let output = daemon.cli(&["tools", "call", "cron_create", "--args", args, "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let output = daemon.cli(&[
+        "cron",
+        "add",
+        "soon",
+        "--schedule",
+        "at +1s",
+        "--text",
+        "one-shot",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let bad = daemon.cli(&[
+        "cron",
+        "add",
+        "bad",
+        "--schedule",
+        "every now and then",
+        "--text",
+        "x",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        crate::support::stderr(&bad).contains("not a duration"),
+        "{bad:?}"
+    );
+
+    let listed = jobs(&daemon);
+    let names: Vec<&str> = listed.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["daily", "soon", "standup"]);
+    let standup = &listed[2];
+    assert_eq!(standup["origin"], "runtime");
+    assert_eq!(standup["tz"], "Europe/Berlin");
+    assert!(standup["next_run"].is_string(), "{standup}");
+
+    // The one-shot fires once and is then gone.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(occurrences(&daemon, "soon").await.len(), 1);
+    assert!(jobs(&daemon).iter().all(|j| j["name"] != "soon"));
+
+    // Trigger by hand: an event now, marked manual, the schedule untouched.
+    let output = daemon.cli(&["cron", "trigger", "daily"]);
+    assert!(output.status.success(), "{output:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(occurrences(&daemon, "daily").await.len(), 1);
+
+    // Pause and resume; a config job cannot be removed here, a runtime one can.
+    assert!(daemon.cli(&["cron", "pause", "daily"]).status.success());
+    assert_eq!(jobs(&daemon)[0]["paused"], true);
+    assert!(jobs(&daemon)[0]["next_run"].is_null());
+    assert!(daemon.cli(&["cron", "resume", "daily"]).status.success());
+    let refused = daemon.cli(&["cron", "remove", "daily"]);
+    assert!(
+        crate::support::stderr(&refused).contains("config file"),
+        "{refused:?}"
+    );
+
+    // Runtime jobs survive a restart untouched by the config's reconciliation.
+    assert!(daemon.terminate().success());
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    let names: Vec<String> = jobs(&daemon)
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["daily", "standup"]);
+    assert!(daemon.cli(&["cron", "remove", "standup"]).status.success());
+    assert_eq!(jobs(&daemon).len(), 1);
+}

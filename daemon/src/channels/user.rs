@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::confirmations::{Answer, Confirmations};
-use crate::protocol::{ChatLine, EventRow, PendingRow, Request, Response};
+use crate::protocol::{ChatLine, CronCommand, EventRow, PendingRow, Request, Response};
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Trajectory};
@@ -44,6 +44,7 @@ pub struct UserChannel {
     pub replies: ReplyHub,
     pub status: Arc<StatusBoard>,
     pub confirmations: Arc<Confirmations>,
+    pub scheduler: crate::timer::control::Scheduler,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
@@ -213,6 +214,7 @@ impl UserChannel {
                 }
                 s.write(&Response::End).await
             }
+            Request::Cron { command } => self.cron(command, s).await,
             Request::SearchTools { query, max_results } => {
                 match steward_tools::search::parse_query(&query) {
                     Ok(query) => {
@@ -230,6 +232,42 @@ impl UserChannel {
                         .await
                     }
                 }
+            }
+        }
+    }
+
+    async fn cron(&self, command: CronCommand, s: &mut Session) -> std::io::Result<()> {
+        let scheduler = &self.scheduler;
+        let rows = match command {
+            CronCommand::List => scheduler.list(),
+            CronCommand::Add { job } => scheduler.add(job).map(|row| vec![row]),
+            CronCommand::Remove { name } => scheduler.remove(&name).map(|()| Vec::new()),
+            CronCommand::Pause { name } => scheduler.set_paused(&name, true).map(|row| vec![row]),
+            CronCommand::Resume { name } => scheduler.set_paused(&name, false).map(|row| vec![row]),
+            CronCommand::Trigger { name } => match scheduler.trigger(&name).await {
+                Ok(event_id) => {
+                    s.write(&Response::Accepted {
+                        event_id,
+                        duplicate_of: None,
+                    })
+                    .await?;
+                    Ok(Vec::new())
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match rows {
+            Ok(rows) => {
+                for job in rows {
+                    s.write(&Response::Job { job }).await?;
+                }
+                s.write(&Response::End).await
+            }
+            Err(e) => {
+                s.write(&Response::Error {
+                    message: e.to_string(),
+                })
+                .await
             }
         }
     }

@@ -13,7 +13,7 @@ use crate::client::{Client, ClientError};
 use crate::protocol::{EventRow, Request, Response, StatusReport, StepStatus};
 
 /// Sends `request` and hands every response to `print` until the listing ends.
-async fn stream(
+pub(super) async fn stream(
     ctx: &Context,
     request: Request,
     mut print: impl FnMut(Response),
@@ -33,7 +33,7 @@ async fn stream(
     Ok(ExitCode::SUCCESS)
 }
 
-fn json_line<T: Serialize>(value: &T) {
+pub(super) fn json_line<T: Serialize>(value: &T) {
     out!("{}", serde_json::to_string(value).unwrap_or_default());
 }
 

@@ -5,6 +5,7 @@
 //! 2 bad usage (clap).
 
 mod actions;
+mod cron;
 mod init;
 mod listing;
 mod output;
@@ -96,6 +97,55 @@ enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// Scheduled jobs
+    Cron {
+        #[command(subcommand)]
+        command: CronCommandArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommandArgs {
+    /// The jobs, with their next run and last outcome
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Schedule a job (kept across restarts; not touched by the config file)
+    Add {
+        name: String,
+        /// A cron expression (5 or 6 fields), `every 10m`, or `at TIME` / `at +20m`
+        #[arg(long, value_name = "EXPR")]
+        schedule: String,
+        /// IANA time zone (default: the system's)
+        #[arg(long, value_name = "TZ")]
+        tz: Option<String>,
+        /// What the event says to the brain
+        #[arg(
+            long,
+            value_name = "TEXT",
+            conflicts_with = "action",
+            required_unless_present = "action"
+        )]
+        text: Option<String>,
+        /// A tool call run without the model: {"tool": NAME, "args": {...}}
+        #[arg(long, value_name = "JSON")]
+        action: Option<String>,
+        /// parallel (default) or queue
+        #[arg(long, value_name = "U")]
+        urgency: Option<String>,
+        /// What happens to occurrences missed while stopped: skip, once (default), all
+        #[arg(long, value_name = "P")]
+        missed: Option<String>,
+    },
+    /// Delete a job made at run time
+    Remove { name: String },
+    /// Stop a job firing until resumed
+    Pause { name: String },
+    /// Let a paused job fire again (from now on)
+    Resume { name: String },
+    /// Run one occurrence now, marked manual; prints its event id
+    Trigger { name: String },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -270,6 +320,7 @@ pub fn main() -> ExitCode {
         Command::Tools {
             command: ToolsCommand::Bench { .. },
         } => unreachable!("handled above"),
+        Command::Cron { command } => client_command(cron::run(&ctx, command)),
         Command::Pending { json } => client_command(actions::pending(&ctx, json)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))

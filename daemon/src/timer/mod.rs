@@ -19,8 +19,10 @@
 //! (tokio-cron-scheduler keeps what is running only in memory, which is how other daemons
 //! came to run jobs twice); a job's time zone defaults to the system's.
 
+pub mod control;
 pub mod jobs;
 pub mod schedule;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,0 +1,98 @@
+//! `steward cron …`: scheduled jobs, through the daemon (the same checks as the `cron_*`
+//! tools).
+
+use std::process::ExitCode;
+
+use steward_events::{ScheduledAction, Urgency};
+
+use super::listing::{json_line, stream};
+use super::output::out;
+use super::{Context, CronCommandArgs};
+use crate::client::ClientError;
+use crate::protocol::{CronCommand, Request, Response};
+use crate::timer::control::{JobRow, NewJob};
+use crate::timer::schedule::MissedPolicy;
+
+pub async fn run(ctx: &Context, command: CronCommandArgs) -> Result<ExitCode, ClientError> {
+    let (command, json) = match command {
+        CronCommandArgs::List { json } => (CronCommand::List, json),
+        CronCommandArgs::Add {
+            name,
+            schedule,
+            tz,
+            text,
+            action,
+            urgency,
+            missed,
+        } => {
+            let action = match action
+                .as_deref()
+                .map(serde_json::from_str::<ScheduledAction>)
+            {
+                None => None,
+                Some(Ok(action)) => Some(action),
+                Some(Err(e)) => {
+                    eprintln!("steward: --action must be {{\"tool\": NAME, \"args\": {{…}}}}: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let urgency = match urgency.as_deref() {
+                None => None,
+                Some("parallel") => Some(Urgency::Parallel),
+                Some("queue") => Some(Urgency::Queue),
+                Some(other) => {
+                    eprintln!("steward: --urgency {other:?}: a job is parallel or queue");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let missed = match missed.as_deref().map(MissedPolicy::parse) {
+                None => None,
+                Some(Some(policy)) => Some(policy),
+                Some(None) => {
+                    eprintln!("steward: --missed is skip, once or all");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            let job = NewJob {
+                name,
+                schedule,
+                tz,
+                text,
+                action,
+                urgency,
+                missed,
+                max_lateness_secs: None,
+            };
+            (CronCommand::Add { job }, false)
+        }
+        CronCommandArgs::Remove { name } => (CronCommand::Remove { name }, false),
+        CronCommandArgs::Pause { name } => (CronCommand::Pause { name }, false),
+        CronCommandArgs::Resume { name } => (CronCommand::Resume { name }, false),
+        CronCommandArgs::Trigger { name } => (CronCommand::Trigger { name }, false),
+    };
+    stream(ctx, Request::Cron { command }, |response| match response {
+        Response::Job { job } if json => json_line(&job),
+        Response::Job { job } => print_job(&job),
+        Response::Accepted { event_id, .. } => out!("{event_id}"),
+        _ => {}
+    })
+    .await
+}
+
+fn print_job(job: &JobRow) {
+    let state = match (job.enabled, job.paused) {
+        (false, _) => "disabled",
+        (true, true) => "paused",
+        (true, false) => "active",
+    };
+    out!(
+        "{:<20} {:<18} {:<16} {:<8} next {:<26} last {}",
+        job.name,
+        job.schedule,
+        job.tz,
+        state,
+        job.next_run
+            .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
+        job.last_outcome.as_deref().unwrap_or("-")
+    );
+}

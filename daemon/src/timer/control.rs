@@ -1,0 +1,216 @@
+//! Changing jobs while the daemon runs — for `steward cron …` and the `cron_*` tools alike,
+//! so both get the same checks:
+//! - jobs made here are `runtime` jobs: they persist and are never touched by the config's
+//!   reconciliation; a config job cannot be removed here (it would come back on the next
+//!   start) but can be paused;
+//! - resuming a paused job does not run what fell during the pause: it goes on from now;
+//! - a manual trigger is an extra occurrence at the present instant, marked `manual`; it
+//!   does not move the schedule.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use steward_events::{EventId, ScheduledAction, Urgency};
+use tokio::sync::Notify;
+
+use super::jobs::{Job, JobSpec, JobStore, Origin};
+use super::schedule::{MissedPolicy, parse_schedule, parse_zone};
+use crate::store::{Inbox, StoreError};
+
+/// A new job, as the CLI or a tool describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewJob {
+    pub name: String,
+    pub schedule: String,
+    #[serde(default)]
+    pub tz: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub action: Option<ScheduledAction>,
+    #[serde(default)]
+    pub urgency: Option<Urgency>,
+    #[serde(default)]
+    pub missed: Option<MissedPolicy>,
+    #[serde(default)]
+    pub max_lateness_secs: Option<u64>,
+}
+
+/// A job as `steward cron list --json` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRow {
+    pub name: String,
+    pub schedule: String,
+    pub tz: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ScheduledAction>,
+    pub urgency: Urgency,
+    pub missed: MissedPolicy,
+    pub origin: Origin,
+    pub enabled: bool,
+    pub paused: bool,
+    pub next_run: Option<DateTime<Utc>>,
+    pub last_outcome: Option<String>,
+}
+
+impl From<&Job> for JobRow {
+    fn from(job: &Job) -> Self {
+        let next_run = match job.schedule() {
+            Ok(schedule) if job.active() => schedule.next_after(job.cursor, job.zone()),
+            _ => None,
+        };
+        Self {
+            name: job.spec.name.clone(),
+            schedule: job.spec.schedule.clone(),
+            tz: job.spec.zone.clone(),
+            text: job.spec.text.clone(),
+            action: job.spec.action.clone(),
+            urgency: job.spec.urgency,
+            missed: job.spec.missed,
+            origin: job.origin,
+            enabled: job.spec.enabled,
+            paused: job.paused,
+            next_run,
+            last_outcome: job.last_outcome.clone(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("no job named {0:?}")]
+    Unknown(String),
+    #[error("a job named {0:?} exists already")]
+    Exists(String),
+    #[error("{0:?} is defined in the config file; remove it there (it can be paused here)")]
+    FromConfig(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub jobs: JobStore,
+    pub inbox: Arc<Inbox>,
+    /// Wakes the timer when jobs change.
+    pub changed: Arc<Notify>,
+    /// The zone of jobs that name none.
+    pub default_zone: String,
+}
+
+impl Scheduler {
+    pub fn list(&self) -> Result<Vec<JobRow>, SchedulerError> {
+        Ok(self.jobs.all()?.iter().map(JobRow::from).collect())
+    }
+
+    pub fn add(&self, new: NewJob) -> Result<JobRow, SchedulerError> {
+        let now = Utc::now();
+        let valid_name = !new.name.is_empty()
+            && new.name.len() <= 64
+            && new
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid_name {
+            return Err(SchedulerError::Invalid(format!(
+                "{:?}: a job name is 1-64 letters, digits, '-' or '_'",
+                new.name
+            )));
+        }
+        if self.jobs.get(&new.name)?.is_some() {
+            return Err(SchedulerError::Exists(new.name));
+        }
+        let zone = new.tz.unwrap_or_else(|| self.default_zone.clone());
+        parse_zone(&zone).map_err(|e| SchedulerError::Invalid(e.to_string()))?;
+        let schedule = parse_schedule(&new.schedule, now)
+            .map_err(|e| SchedulerError::Invalid(e.to_string()))?;
+        let text = match (new.text, &new.action) {
+            (Some(text), None) => text,
+            (None, Some(action)) => format!(
+                "scheduled job {}: {} {}",
+                new.name, action.tool, action.args
+            ),
+            _ => {
+                return Err(SchedulerError::Invalid(
+                    "give exactly one of a text (for the brain) and an action (a tool call)".into(),
+                ));
+            }
+        };
+        let urgency = match new.urgency.unwrap_or(Urgency::Parallel) {
+            Urgency::Cancel => {
+                return Err(SchedulerError::Invalid(
+                    "a job's urgency is parallel or queue".into(),
+                ));
+            }
+            urgency => urgency,
+        };
+        // A relative `at +20m` is stored as the instant it means, so a restart keeps it.
+        let schedule_text = match schedule {
+            super::schedule::Schedule::At(at) => format!("at {}", at.to_rfc3339()),
+            _ => new.schedule,
+        };
+        let job = Job {
+            spec: JobSpec {
+                name: new.name,
+                schedule: schedule_text,
+                zone,
+                text,
+                action: new.action,
+                urgency,
+                missed: new.missed.unwrap_or_default(),
+                max_lateness_secs: new.max_lateness_secs.unwrap_or(3600),
+                enabled: true,
+            },
+            origin: Origin::Runtime,
+            paused: false,
+            created_at: now,
+            cursor: now,
+            last_outcome: None,
+        };
+        self.jobs.put(&job)?;
+        self.changed.notify_one();
+        Ok(JobRow::from(&job))
+    }
+
+    pub fn remove(&self, name: &str) -> Result<(), SchedulerError> {
+        let job = self.get(name)?;
+        if job.origin == Origin::Config {
+            return Err(SchedulerError::FromConfig(name.to_owned()));
+        }
+        self.jobs.remove(name)?;
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    pub fn set_paused(&self, name: &str, paused: bool) -> Result<JobRow, SchedulerError> {
+        let mut job = self.get(name)?;
+        if job.paused && !paused {
+            job.cursor = job.cursor.max(Utc::now());
+        }
+        job.paused = paused;
+        self.jobs.put(&job)?;
+        self.changed.notify_one();
+        Ok(JobRow::from(&job))
+    }
+
+    /// Runs one occurrence now, marked manual.
+    pub async fn trigger(&self, name: &str) -> Result<EventId, SchedulerError> {
+        let mut job = self.get(name)?;
+        let now = Utc::now();
+        let event = super::occurrence_event(&job, now, true);
+        let submitted = self.inbox.submit(event).await?;
+        job.last_outcome = Some(format!("ran by hand {now} (event {})", submitted.id));
+        self.jobs.put(&job)?;
+        Ok(submitted.id)
+    }
+
+    fn get(&self, name: &str) -> Result<Job, SchedulerError> {
+        self.jobs
+            .get(name)?
+            .ok_or_else(|| SchedulerError::Unknown(name.to_owned()))
+    }
+}
