@@ -24,7 +24,7 @@ pub mod jobs;
 pub mod schedule;
 pub mod tools;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,24 +77,29 @@ impl Timer {
 
     async fn serve(&self) -> Result<(), StoreError> {
         self.catch_up(Utc::now()).await?;
+        let mut queue = self.queue()?;
         loop {
             let now = Utc::now();
-            let queue = self.queue()?;
-            let next = match queue.first_key_value() {
-                Some((at, name)) if *at <= now => {
-                    if let Some(job) = self.jobs.get(name)? {
-                        self.fire(job, *at).await?;
-                    }
-                    continue;
+            while let Some((at, name)) = queue.first().cloned() {
+                if at > now {
+                    break;
                 }
-                next => next.map(|(at, _)| *at),
-            };
-            let jobs = self.jobs.all()?.len();
+                queue.pop_first();
+                let Some(job) = self.jobs.get(&name)? else {
+                    continue;
+                };
+                if let Some(job) = self.fire(job, at).await?
+                    && let Some(next) = next_occurrence(&job)
+                {
+                    queue.insert((next, name));
+                }
+            }
+            let next = queue.first().map(|(at, _)| *at);
             self.status.set_channel(
                 "timer",
                 &match next {
-                    Some(at) => format!("running ({jobs} jobs, next {at})"),
-                    None => format!("running ({jobs} jobs)"),
+                    Some(at) => format!("running ({} active jobs, next {at})", queue.len()),
+                    None => "running (no active jobs)".to_owned(),
                 },
             );
             let sleep = next
@@ -102,28 +107,22 @@ impl Timer {
                 .unwrap_or(MAX_SLEEP)
                 .min(MAX_SLEEP);
             tokio::select! {
-                () = self.changed.notified() => {}
+                () = self.changed.notified() => queue = self.queue()?,
                 () = tokio::time::sleep(sleep) => {}
             }
         }
     }
 
-    /// Every active job's next occurrence after its cursor, soonest first. Two jobs due at
-    /// the same instant: the second comes up on the next turn of the loop.
-    fn queue(&self) -> Result<BTreeMap<DateTime<Utc>, String>, StoreError> {
-        let mut queue = BTreeMap::new();
-        for job in self.jobs.all()? {
-            if !job.active() {
-                continue;
-            }
-            let Ok(schedule) = job.schedule() else {
-                continue;
-            };
-            if let Some(next) = schedule.next_after(job.cursor, job.zone()) {
-                queue.entry(next).or_insert(job.spec.name);
-            }
-        }
-        Ok(queue)
+    /// Every active job's next occurrence after its cursor, soonest first. Kept in memory
+    /// and changed one job at a time, so thousands of idle jobs cost nothing between their
+    /// occurrences; rebuilt when jobs are changed by hand.
+    fn queue(&self) -> Result<BTreeSet<(DateTime<Utc>, String)>, StoreError> {
+        Ok(self
+            .jobs
+            .all()?
+            .into_iter()
+            .filter_map(|job| Some((next_occurrence(&job)?, job.spec.name)))
+            .collect())
     }
 
     /// Handles what fell due while the daemon was down (see the module docs).
@@ -173,12 +172,14 @@ impl Timer {
         Ok(())
     }
 
-    async fn fire(&self, job: Job, at: DateTime<Utc>) -> Result<(), StoreError> {
+    /// Claims the occurrence; the job as saved, or `None` when it has nothing left.
+    async fn fire(&self, job: Job, at: DateTime<Utc>) -> Result<Option<Job>, StoreError> {
         let Ok(schedule) = job.schedule() else {
-            return Ok(());
+            return Ok(None);
         };
         let job = self.claim(job, at).await?;
-        self.save_or_retire(&job, &schedule)
+        self.save_or_retire(&job, &schedule)?;
+        Ok(Some(job).filter(|job| schedule.next_after(job.cursor, job.zone()).is_some()))
     }
 
     /// Submits the occurrence's event unless it was claimed already, and moves the cursor.
@@ -229,6 +230,14 @@ impl Timer {
         }
         self.jobs.put(job)
     }
+}
+
+/// The next occurrence of an active job after its cursor.
+fn next_occurrence(job: &Job) -> Option<DateTime<Utc>> {
+    if !job.active() {
+        return None;
+    }
+    job.schedule().ok()?.next_after(job.cursor, job.zone())
 }
 
 /// The dedupe key that claims an occurrence.
