@@ -105,11 +105,15 @@ impl JobStore {
     }
 
     pub fn all(&self) -> Result<Vec<Job>, StoreError> {
+        self.iter().collect()
+    }
+
+    /// Every job, one at a time (thousands of jobs need not all be in memory at once).
+    pub fn iter(&self) -> impl Iterator<Item = Result<Job, StoreError>> + '_ {
         self.tree
             .iter()
             .values()
             .map(|bytes| crate::store::decode("cron_jobs", &bytes?))
-            .collect()
     }
 
     pub fn get(&self, name: &str) -> Result<Option<Job>, StoreError> {
@@ -133,14 +137,21 @@ impl JobStore {
     /// schedule changed starts counting afresh from now; one that only changed elsewhere
     /// keeps its cursor.
     pub fn reconcile(&self, specs: Vec<JobSpec>, now: DateTime<Utc>) -> Result<(), StoreError> {
-        for job in self.all()? {
-            let kept = specs.iter().any(|s| s.name == job.spec.name);
-            if job.origin == Origin::Config && !kept {
-                self.remove(&job.spec.name)?;
+        let wanted: std::collections::HashSet<&str> =
+            specs.iter().map(|s| s.name.as_str()).collect();
+        let mut gone = Vec::new();
+        for job in self.iter() {
+            let job = job?;
+            if job.origin == Origin::Config && !wanted.contains(job.spec.name.as_str()) {
+                gone.push(job.spec.name);
             }
+        }
+        for name in gone {
+            self.remove(&name)?;
         }
         for spec in specs {
             let job = match self.get(&spec.name)? {
+                Some(job) if job.spec == spec && job.origin == Origin::Config => continue,
                 Some(mut job) => {
                     if job.spec.schedule != spec.schedule || job.spec.zone != spec.zone {
                         job.created_at = now;

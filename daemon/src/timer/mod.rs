@@ -117,17 +117,20 @@ impl Timer {
     /// and changed one job at a time, so thousands of idle jobs cost nothing between their
     /// occurrences; rebuilt when jobs are changed by hand.
     fn queue(&self) -> Result<BTreeSet<(DateTime<Utc>, String)>, StoreError> {
-        Ok(self
-            .jobs
-            .all()?
-            .into_iter()
-            .filter_map(|job| Some((next_occurrence(&job)?, job.spec.name)))
-            .collect())
+        let mut queue = BTreeSet::new();
+        for job in self.jobs.iter() {
+            let job = job?;
+            if let Some(next) = next_occurrence(&job) {
+                queue.insert((next, job.spec.name));
+            }
+        }
+        Ok(queue)
     }
 
     /// Handles what fell due while the daemon was down (see the module docs).
     async fn catch_up(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        for mut job in self.jobs.all()? {
+        for job in self.jobs.iter() {
+            let mut job = job?;
             if !job.active() {
                 continue;
             }

@@ -1,0 +1,89 @@
+//! Timer benchmark (targets from the timer issue; figures, not assertions): the real
+//! binary with 10,000 scheduled jobs from the config — start-up time, RSS against an empty
+//! daemon, and CPU while idle (no job due during the measurement).
+//!
+//! Run: `cargo bench -p steward-daemon --bench timer` (add `-- quick` for a short run).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+mod support;
+use support::{cpu_time, ms, status_mb, wait_ready};
+
+/// Starts the daemon on `config`; returns it, its data dir and the time to READY=1.
+fn start(config: &str) -> (Child, tempfile::TempDir, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    let notify_path = dir.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--config")
+        .arg(dir.path().join("config.toml"))
+        .arg("run")
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ready(&notify).expect("READY=1");
+    (child, dir, started.elapsed())
+}
+
+/// 10,000 daily jobs spread over the day, none due in the next hour.
+fn many_jobs(count: usize) -> String {
+    let now = chrono::Utc::now();
+    let mut config = String::new();
+    for i in 0..count {
+        // Minutes from 2 h to ~22 h ahead of now, in UTC.
+        let at = now + chrono::Duration::minutes(120 + (i % 1200) as i64);
+        config.push_str(&format!(
+            "[[cron]]\nname = \"job-{i}\"\nschedule = \"{} {} * * *\"\ntz = \"UTC\"\ntext = \"job {i}\"\n\n",
+            at.format("%M"),
+            at.format("%H")
+        ));
+    }
+    config
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let idle = Duration::from_secs(if quick { 5 } else { 30 });
+
+    let (mut empty, _empty_dir, empty_ready) = start("");
+    std::thread::sleep(Duration::from_secs(2));
+    let empty_rss = status_mb(empty.id(), "VmRSS:");
+    empty.kill().unwrap();
+    empty.wait().unwrap();
+
+    let count = 10_000;
+    let (mut busy, _busy_dir, busy_ready) = start(&many_jobs(count));
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu_before = cpu_time(busy.id());
+    std::thread::sleep(idle);
+    let cpu = cpu_time(busy.id()) - cpu_before;
+    let rss = status_mb(busy.id(), "VmRSS:");
+    busy.kill().unwrap();
+    busy.wait().unwrap();
+
+    println!(
+        "{count} scheduled jobs: start to READY {} (empty config {}); RSS {rss:.1} MB vs {empty_rss:.1} MB without jobs (+{:.1} MB); CPU while idle for {}s: {} ({:.2}% of one core)",
+        ms(busy_ready),
+        ms(empty_ready),
+        rss - empty_rss,
+        idle.as_secs(),
+        ms(cpu),
+        100.0 * cpu.as_secs_f64() / idle.as_secs_f64()
+    );
+}
