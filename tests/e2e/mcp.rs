@@ -122,9 +122,20 @@ async fn stdio_tools_are_deferred_confirmed_followed_and_restarted() {
 
     // A crash: the server is restarted and its tools come back.
     call(&daemon, "notes_crash", "{}");
+    // The state still says ready until the crash is noticed: wait for the second start.
+    let starts = || {
+        std::fs::read_to_string(files.path().join("starts.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while starts() < 2 {
+        assert!(Instant::now() < deadline, "the server was not restarted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     wait_for_state(&daemon, "mcp:notes", "ready").await;
-    let starts = std::fs::read_to_string(files.path().join("starts.txt")).unwrap();
-    assert_eq!(starts.lines().count(), 2, "restarted once");
+    assert_eq!(starts(), 2, "restarted once");
     let (ok, line) = call(&daemon, "notes_lookup", r#"{"word":"again"}"#);
     assert!(ok, "{line}");
 }
