@@ -20,23 +20,6 @@ fn the_commented_default_config_equals_the_embedded_defaults() {
 }
 
 #[test]
-fn the_commented_example_rule_is_valid_when_uncommented() {
-    // Everything from the example rule's table header on is the commented example.
-    let example_at = DEFAULT_CONFIG_TOML.find("# [[urgency.rules]]").unwrap();
-    let (head, example) = DEFAULT_CONFIG_TOML.split_at(example_at);
-    let uncommented = example
-        .lines()
-        .map(|l| l.strip_prefix("# ").unwrap_or(l))
-        .fold(head.to_owned(), |acc, l| acc + l + "\n");
-    let config = Config::from_toml(&uncommented, None).unwrap();
-    assert_eq!(config.urgency_rules.len(), 1);
-    assert_eq!(
-        config.urgency_rules[0].urgency,
-        steward_events::Urgency::Cancel
-    );
-}
-
-#[test]
 fn errors_name_the_key_and_the_line() {
     let table: &[(&str, &str, &str)] = &[
         (
@@ -264,4 +247,35 @@ fn mcp_servers_resolve_to_their_transports() {
         }
     );
     assert!(!config.mcp_servers[1].defer);
+}
+
+#[test]
+fn every_commented_example_in_the_default_config_is_valid() {
+    // Commented examples are `# key = value` and `# [[table]]` lines; prose comments are not.
+    let uncommented: String = DEFAULT_CONFIG_TOML
+        .lines()
+        .map(|line| {
+            let example = line.strip_prefix("# ").filter(|rest| {
+                rest.starts_with("[[")
+                    || rest.split_once(" = ").is_some_and(|(key, _)| {
+                        key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    })
+            });
+            match (example, line) {
+                (Some(rest), _) => rest.to_owned() + "\n",
+                (None, "#") => "\n".to_owned(),
+                (None, _) => line.to_owned() + "\n",
+            }
+        })
+        .collect();
+    let config =
+        Config::from_toml(&uncommented, None).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
+    assert_eq!(config.cron.len(), 2);
+    assert_eq!(config.mcp_servers.len(), 2);
+    assert_eq!(config.urgency_rules.len(), 1);
+    assert_eq!(
+        config.urgency_rules[0].urgency,
+        steward_events::Urgency::Cancel
+    );
+    assert_eq!(config.tools.policy.len(), 1);
 }
