@@ -31,6 +31,28 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerConfig>,
     /// `[[cron]]`: scheduled jobs from the file (jobs made at run time live in the store).
     pub cron: Vec<CronJobConfig>,
+    /// `[[watch]]`: directories whose changes become events.
+    pub watch: Vec<WatchConfig>,
+}
+
+/// One `[[watch]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchConfig {
+    pub name: String,
+    /// An absolute path (a directory, or a file).
+    pub path: PathBuf,
+    pub recursive: bool,
+    /// Globs over paths relative to `path`; empty: everything.
+    pub include: Vec<String>,
+    /// Globs excluded besides the defaults (`.git`, `target`, `node_modules`, swap files).
+    pub exclude: Vec<String>,
+    /// Of `create`, `modify`, `remove`, `rename`; all by default.
+    pub events: Vec<String>,
+    pub debounce: Duration,
+    /// What the event says to the brain before the list of changes.
+    pub text: String,
+    /// `queue` (the default) or `parallel`.
+    pub urgency: Urgency,
 }
 
 /// One `[[cron]]` job. The schedule and zone are checked by the timer when it starts (a bad

@@ -19,6 +19,24 @@ pub(crate) struct RawConfig {
     pub tools: RawTools,
     pub mcp: RawMcp,
     pub cron: Vec<RawCronJob>,
+    pub watch: Vec<RawWatch>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWatch {
+    pub name: Spanned<String>,
+    pub path: Spanned<String>,
+    #[serde(default = "default_true")]
+    pub recursive: bool,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub events: Option<Spanned<Vec<String>>>,
+    pub debounce_ms: Option<Spanned<u64>>,
+    pub text: Option<String>,
+    pub urgency: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

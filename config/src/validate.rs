@@ -11,8 +11,87 @@ use toml::Spanned;
 const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
 use crate::error::{ConfigError, line_of};
+use crate::raw::RawWatch;
 use crate::raw::{RawCronJob, RawMcpServer};
-use crate::{CronJobConfig, CronWhat};
+use crate::{CronJobConfig, CronWhat, WatchConfig};
+
+const WATCH_EVENTS: [&str; 4] = ["create", "modify", "remove", "rename"];
+
+fn resolve_watches(
+    watches: Vec<RawWatch>,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<Vec<WatchConfig>, ConfigError> {
+    let mut resolved: Vec<WatchConfig> = Vec::new();
+    for (i, watch) in watches.into_iter().enumerate() {
+        let key = |name: &str| format!("watch[{i}].{name}");
+        let name = watch.name.get_ref().clone();
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid_name || resolved.iter().any(|w| w.name == name) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(watch.name.span()),
+                format!("{name:?}: 1-64 letters, digits, '-' or '_', unique"),
+            ));
+        }
+        let path = PathBuf::from(watch.path.get_ref());
+        if !path.is_absolute() {
+            return Err(ConfigError::invalid(
+                key("path"),
+                at(watch.path.span()),
+                format!("{:?} is not an absolute path", watch.path.get_ref()),
+            ));
+        }
+        let events = match watch.events {
+            None => WATCH_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+            Some(events) => {
+                let span = events.span();
+                let events = events.into_inner();
+                if let Some(bad) = events.iter().find(|e| !WATCH_EVENTS.contains(&e.as_str())) {
+                    return Err(ConfigError::invalid(
+                        key("events"),
+                        at(span),
+                        format!("{bad:?}: expected create, modify, remove or rename"),
+                    ));
+                }
+                events
+            }
+        };
+        let urgency = match watch.urgency.as_ref().map(|u| u.get_ref().as_str()) {
+            None | Some("queue") => Urgency::Queue,
+            Some("parallel") => Urgency::Parallel,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("urgency"),
+                    watch.urgency.as_ref().and_then(|u| at(u.span())),
+                    format!("{other:?}: a watch is \"queue\" or \"parallel\""),
+                ));
+            }
+        };
+        let debounce = match &watch.debounce_ms {
+            Some(ms) => in_range(&key("debounce_ms"), ms, 10, 600_000)?,
+            None => 500,
+        };
+        resolved.push(WatchConfig {
+            text: watch
+                .text
+                .unwrap_or_else(|| format!("Files changed under {}.", path.display())),
+            name,
+            path,
+            recursive: watch.recursive,
+            include: watch.include,
+            exclude: watch.exclude,
+            events,
+            debounce: Duration::from_millis(debounce),
+            urgency,
+        });
+    }
+    Ok(resolved)
+}
 
 fn resolve_cron_jobs(
     jobs: Vec<RawCronJob>,
@@ -391,6 +470,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
 
     let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
     let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
+    let watch = resolve_watches(raw.watch, &at, &in_range)?;
     Ok(Config {
         daemon,
         inbox,
@@ -400,6 +480,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         urgency_rules,
         mcp_servers,
         cron,
+        watch,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(

@@ -88,6 +88,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         changed: scheduler.changed.clone(),
     };
     tasks.spawn(timer.run(shutdown.clone()));
+    crate::watch::start(&config.watch, &scheduler.inbox, &status, &tasks, &shutdown).await;
     crate::mcp::start(
         &config.mcp_servers,
         user_channel.tools.clone(),

@@ -20,3 +20,4 @@ pub mod replies;
 pub mod status;
 pub mod store;
 pub mod timer;
+pub mod watch;

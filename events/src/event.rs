@@ -101,6 +101,14 @@ pub enum Payload {
         args: serde_json::Value,
         text: String,
     },
+    /// What a file watch saw in one debounce window: a burst becomes one event.
+    FileChanges {
+        watch: String,
+        changes: Vec<FileChange>,
+        /// Changes beyond those listed (a burst is capped).
+        omitted: usize,
+        text: String,
+    },
     /// An occurrence of a scheduled job: its text for the brain, or a tool call run
     /// through the pipeline without the model (`action`).
     Scheduled {
@@ -113,6 +121,14 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<ScheduledAction>,
     },
+}
+
+/// One changed path (relative to the watched directory) and how: `create`, `modify`,
+/// `remove` or `rename`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    pub kind: String,
 }
 
 /// The tool call a scheduled job makes instead of asking the brain.
@@ -129,6 +145,7 @@ impl Payload {
             Payload::Message { text }
             | Payload::Notice { text }
             | Payload::ToolCall { text, .. }
+            | Payload::FileChanges { text, .. }
             | Payload::Scheduled { text, .. } => text,
             Payload::LaneResult { summary, .. } => summary,
         }

@@ -13,7 +13,7 @@ mod tool_call;
 mod trajectory;
 mod urgency;
 
-pub use event::{Event, EventState, Payload, ScheduledAction, Sender, Source, Trust};
+pub use event::{Event, EventState, FileChange, Payload, ScheduledAction, Sender, Source, Trust};
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};
 pub use tool_call::{ToolCallRequest, ToolOutcome, ToolStatus};

@@ -15,3 +15,4 @@ mod shell;
 mod steps;
 mod support;
 mod timer;
+mod watch;

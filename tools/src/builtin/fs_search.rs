@@ -120,8 +120,9 @@ fn walk(start: &Path) -> Vec<(PathBuf, String)> {
     files
 }
 
-/// Glob match over `/`-separated segments: `**` spans any number of segments.
-pub(crate) fn glob_match(pattern: &str, path: &str) -> bool {
+/// Whether a relative `/`-separated path matches a glob: `**` any number of directories,
+/// `*` and `?` within one name.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
     fn segments(pattern: &[&str], path: &[&str]) -> bool {
         match pattern.split_first() {
             None => path.is_empty(),

@@ -15,6 +15,7 @@ mod sleep;
 pub(crate) mod tool_search;
 mod web_fetch;
 
+pub use fs_search::glob_match;
 pub use memory::register_memory;
 pub use tool_search::unwrap_call_tool;
 

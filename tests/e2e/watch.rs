@@ -1,0 +1,177 @@
+//! File watches through the real daemon and real files: each kind of change becomes an
+//! event, a burst of 10,000 files a handful, excluded paths none, and a removed directory
+//! is watched again when it returns.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use steward_daemon::protocol::EventRow;
+
+use crate::support::TestDaemon;
+
+fn watch_config(dir: &Path, extra: &str) -> String {
+    format!(
+        "[[watch]]\nname = \"inbox\"\npath = {:?}\ndebounce_ms = 200\ntext = \"Files changed in the inbox folder.\"\n{extra}\n",
+        dir.display().to_string()
+    )
+}
+
+async fn watch_events(daemon: &TestDaemon) -> Vec<EventRow> {
+    daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.channel == "watch:inbox")
+        .collect()
+}
+
+async fn wait_for_events(daemon: &TestDaemon, at_least: usize) -> Vec<EventRow> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = watch_events(daemon).await;
+        if events.len() >= at_least {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "only {events:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn settle() {
+    // Longer than the debounce window.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_kind_of_change_becomes_an_event_and_excluded_paths_none() {
+    let files = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start_with(&watch_config(files.path(), "exclude = [\"private/**\"]"));
+    let dir = files.path();
+
+    std::fs::write(dir.join("a.txt"), "one").unwrap();
+    let events = wait_for_events(&daemon, 1).await;
+    assert!(events[0].text.contains("create a.txt"), "{events:#?}");
+    assert!(
+        events[0]
+            .text
+            .starts_with("Files changed in the inbox folder.")
+    );
+    settle().await;
+
+    std::fs::write(dir.join("a.txt"), "two").unwrap();
+    let events = wait_for_events(&daemon, 2).await;
+    assert!(events[1].text.contains("modify a.txt"), "{events:#?}");
+    settle().await;
+
+    std::fs::rename(dir.join("a.txt"), dir.join("b.txt")).unwrap();
+    let events = wait_for_events(&daemon, 3).await;
+    assert!(events[2].text.contains("rename"), "{events:#?}");
+    settle().await;
+
+    std::fs::remove_file(dir.join("b.txt")).unwrap();
+    let events = wait_for_events(&daemon, 4).await;
+    assert!(events[3].text.contains("remove b.txt"), "{events:#?}");
+    settle().await;
+
+    // Excluded: the default .git/ and swap files, and the configured private/.
+    std::fs::create_dir_all(dir.join(".git/objects")).unwrap();
+    std::fs::write(dir.join(".git/objects/x"), "x").unwrap();
+    std::fs::write(dir.join(".notes.txt.swp"), "x").unwrap();
+    std::fs::create_dir(dir.join("private")).unwrap();
+    std::fs::write(dir.join("private/secret.txt"), "x").unwrap();
+    settle().await;
+    settle().await;
+    let events = watch_events(&daemon).await;
+    let extra: Vec<&EventRow> = events[4..]
+        .iter()
+        .filter(|e| {
+            !e.text
+                .lines()
+                .skip(1)
+                .all(|l| l.ends_with(" private") || l.ends_with(" .git"))
+        })
+        .collect();
+    assert!(extra.is_empty(), "excluded paths made events: {extra:#?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.source == steward_events::Source::Watch)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_ten_thousand_files_makes_a_handful_of_events() {
+    let files = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start_with(&watch_config(files.path(), ""));
+    let dir = files.path().join("burst");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..10_000 {
+        std::fs::write(dir.join(format!("f{i}.txt")), "x").unwrap();
+    }
+    settle().await;
+    settle().await;
+    let events = watch_events(&daemon).await;
+    assert!(
+        !events.is_empty() && events.len() <= 20,
+        "{} events for 10,000 files",
+        events.len()
+    );
+    // Every event lists at most 200 paths and counts the rest.
+    for event in &events {
+        assert!(event.text.lines().count() <= 202, "{}", event.text.len());
+    }
+    assert!(events.iter().any(|e| e.text.contains("more changes")));
+}
+
+async fn state(daemon: &TestDaemon) -> String {
+    daemon
+        .status()
+        .await
+        .channels
+        .into_iter()
+        .find(|c| c.name == "watch:inbox")
+        .map(|c| c.state)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_directory_is_watched_again_when_it_returns() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("drop");
+    // Not there yet at start: waited for.
+    let daemon = TestDaemon::start_with(&watch_config(&dir, ""));
+    assert!(
+        state(&daemon).await.starts_with("waiting for"),
+        "{}",
+        state(&daemon).await
+    );
+    std::fs::create_dir(&dir).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !state(&daemon).await.starts_with("watching") {
+        assert!(Instant::now() < deadline, "{}", state(&daemon).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(dir.join("new.txt"), "x").unwrap();
+    let events = wait_for_events(&daemon, 1).await;
+    assert!(events[0].text.contains("create new.txt"), "{events:#?}");
+
+    // Removed while watched: reported, then watched again when it returns.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !state(&daemon).await.starts_with("waiting for") {
+        assert!(Instant::now() < deadline, "{}", state(&daemon).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::create_dir(&dir).unwrap();
+    while !state(&daemon).await.starts_with("watching") {
+        assert!(Instant::now() < deadline, "{}", state(&daemon).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = watch_events(&daemon).await.len();
+    std::fs::write(dir.join("again.txt"), "x").unwrap();
+    let events = wait_for_events(&daemon, seen + 1).await;
+    assert!(
+        events.iter().any(|e| e.text.contains("create again.txt")),
+        "{events:#?}"
+    );
+}
