@@ -37,6 +37,7 @@ use crate::store::{Inbox, Store, Trajectory};
 use crate::timer::Timer;
 use crate::timer::control::Scheduler;
 use crate::timer::jobs::JobStore;
+use crate::watch::set::WatchSet;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
 pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -59,6 +60,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         dispatcher,
         confirmations,
         scheduler,
+        watches,
         interrupted_actions,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     report_interrupted_actions(&inbox, interrupted_actions).await?;
@@ -76,6 +78,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         status: status.clone(),
         confirmations: confirmations.clone(),
         scheduler: scheduler.clone(),
+        watches: watches.clone(),
     };
 
     let shutdown = CancellationToken::new();
@@ -88,7 +91,7 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
         changed: scheduler.changed.clone(),
     };
     tasks.spawn(timer.run(shutdown.clone()));
-    crate::watch::start(&config.watch, &scheduler.inbox, &status, &tasks, &shutdown).await;
+    watches.start(&config.watch).await?;
     crate::mcp::start(
         &config.mcp_servers,
         user_channel.tools.clone(),
@@ -123,7 +126,10 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     };
     notify::stopping();
     shutdown.cancel();
-    if tokio::time::timeout(config.daemon.shutdown_grace, tasks.wait())
+    let drained = async {
+        tokio::join!(tasks.wait(), watches.stop());
+    };
+    if tokio::time::timeout(config.daemon.shutdown_grace, drained)
         .await
         .is_err()
     {
@@ -165,10 +171,12 @@ fn registry(
     config: &Config,
     memory: sled::Tree,
     scheduler: &Scheduler,
+    watches: &WatchSet,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
-    let builder = crate::timer::tools::register(builder, scheduler)
+    let builder = crate::timer::tools::register(builder, scheduler);
+    let builder = crate::watch::tools::register(builder, watches)
         .select(Selection {
             profile: match tools.profile {
                 ToolProfile::Minimal => Profile::Minimal,
@@ -231,6 +239,8 @@ pub struct Core {
     pub confirmations: Arc<Confirmations>,
     /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
     pub scheduler: Scheduler,
+    /// File watches, for the CLI and the `watch_*` tools (started by [`run`]).
+    pub watches: WatchSet,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
@@ -279,7 +289,9 @@ impl Core {
             changed: Arc::default(),
             default_zone: crate::timer::jobs::system_zone(),
         };
-        let tools = registry(config, store.memory_tree()?, &scheduler)?;
+        let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
+        let watches = WatchSet::new(store.watch_tree()?, inbox.clone(), status.clone());
+        let tools = registry(config, store.memory_tree()?, &scheduler, &watches)?;
         let pending = PendingStore::new(store.pending_tree()?);
         pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.
@@ -298,7 +310,6 @@ impl Core {
                 pending: pending.clone(),
                 expiry: config.tools.confirm_expiry,
             });
-        let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let replies = ReplyHub::default();
         let brain: Arc<dyn Brain> = match config.model.provider {
             ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
@@ -353,6 +364,7 @@ impl Core {
             dispatcher,
             confirmations,
             scheduler,
+            watches,
             interrupted_actions,
         })
     }

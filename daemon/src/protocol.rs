@@ -40,6 +40,8 @@ pub enum Request {
         follow: bool,
     },
     Tools,
+    /// The file watches, as `Watch` lines.
+    Watches,
     /// Scheduled jobs: list, add, remove, pause, resume, trigger.
     Cron {
         command: CronCommand,
@@ -134,6 +136,9 @@ pub enum Response {
     },
     Job {
         job: crate::timer::control::JobRow,
+    },
+    Watch {
+        watch: crate::watch::set::WatchRow,
     },
     /// The outcome of a `call_tool` request.
     ToolResult {

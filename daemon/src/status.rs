@@ -59,6 +59,15 @@ impl StatusBoard {
         *lock(&self.brain_error) = None;
     }
 
+    /// The state of a channel, when there is one (a watch deleted at run time has none).
+    pub fn channel(&self, name: &str) -> Option<String> {
+        lock(&self.channels).get(name).cloned()
+    }
+
+    pub fn remove_channel(&self, name: &str) {
+        lock(&self.channels).remove(name);
+    }
+
     pub fn set_channel(&self, name: &str, state: &str) {
         lock(&self.channels).insert(name.to_owned(), state.to_owned());
     }

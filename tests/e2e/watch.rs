@@ -175,3 +175,85 @@ async fn a_removed_directory_is_watched_again_when_it_returns() {
         "{events:#?}"
     );
 }
+
+fn listed(daemon: &TestDaemon) -> Vec<serde_json::Value> {
+    crate::support::stdout(&daemon.cli(&["watch", "list", "--json"]))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_made_by_a_tool_run_persist_and_can_be_deleted() {
+    let config_dir = tempfile::tempdir().unwrap();
+    let made_dir = tempfile::tempdir().unwrap();
+    let mut daemon = TestDaemon::start_with(&watch_config(config_dir.path(), ""));
+    let args = serde_json::json!({"name": "downloads", "path": made_dir.path(), "include": ["*.pdf"], "debounce_ms": 100});
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "watch_create",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let rows = listed(&daemon);
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["downloads", "inbox"]);
+    assert_eq!(rows[0]["origin"], "runtime");
+
+    // Its changes become events; what its include leaves out does not.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(made_dir.path().join("paper.pdf"), "x").unwrap();
+    std::fs::write(made_dir.path().join("notes.txt"), "x").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let event = loop {
+        let events: Vec<EventRow> = daemon
+            .events()
+            .await
+            .into_iter()
+            .filter(|e| e.channel == "watch:downloads")
+            .collect();
+        if let Some(event) = events.first() {
+            break event.clone();
+        }
+        assert!(Instant::now() < deadline, "no event from the new watch");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(event.text.contains("create paper.pdf"), "{event:?}");
+    assert!(!event.text.contains("notes.txt"), "{event:?}");
+
+    // It survives a restart; the config's watch cannot be deleted here, this one can.
+    assert!(daemon.terminate().success());
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    assert_eq!(listed(&daemon).len(), 2);
+    assert!(
+        listed(&daemon)[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("watching")
+    );
+    let refused = daemon.cli(&[
+        "tools",
+        "call",
+        "watch_delete",
+        "--args",
+        r#"{"name":"inbox"}"#,
+    ]);
+    assert!(!refused.status.success(), "{refused:?}");
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "watch_delete",
+        "--args",
+        r#"{"name":"downloads"}"#,
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let names: Vec<String> = listed(&daemon)
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["inbox"]);
+}

@@ -45,6 +45,7 @@ pub struct UserChannel {
     pub status: Arc<StatusBoard>,
     pub confirmations: Arc<Confirmations>,
     pub scheduler: crate::timer::control::Scheduler,
+    pub watches: crate::watch::set::WatchSet,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
@@ -215,6 +216,12 @@ impl UserChannel {
                 s.write(&Response::End).await
             }
             Request::Cron { command } => self.cron(command, s).await,
+            Request::Watches => {
+                for watch in self.watches.list() {
+                    s.write(&Response::Watch { watch }).await?;
+                }
+                s.write(&Response::End).await
+            }
             Request::SearchTools { query, max_results } => {
                 match steward_tools::search::parse_query(&query) {
                     Ok(query) => {

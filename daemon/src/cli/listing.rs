@@ -254,3 +254,22 @@ fn print_tool(tool: &Value) {
         field("description")
     );
 }
+
+pub async fn watches(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::Watches, |response| {
+        if let Response::Watch { watch } = response {
+            if json {
+                json_line(&watch);
+            } else {
+                out!(
+                    "{:<20} {:<8} {:<40} {}",
+                    watch.name,
+                    watch.origin,
+                    watch.path.display(),
+                    watch.state
+                );
+            }
+        }
+    })
+    .await
+}

@@ -102,6 +102,20 @@ enum Command {
         #[command(subcommand)]
         command: CronCommandArgs,
     },
+    /// File watches
+    Watch {
+        #[command(subcommand)]
+        command: WatchCommandArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WatchCommandArgs {
+    /// The watches (from the config and made at run time) and their state
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -321,6 +335,9 @@ pub fn main() -> ExitCode {
             command: ToolsCommand::Bench { .. },
         } => unreachable!("handled above"),
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
+        Command::Watch {
+            command: WatchCommandArgs::List { json },
+        } => client_command(listing::watches(&ctx, json)),
         Command::Pending { json } => client_command(actions::pending(&ctx, json)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))

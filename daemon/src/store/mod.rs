@@ -150,6 +150,11 @@ impl Store {
         Ok(self.db.open_tree("ledger")?)
     }
 
+    /// The tree of file watches made at run time.
+    pub fn watch_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("watches")?)
+    }
+
     /// The tree of scheduled jobs (the timer channel).
     pub fn cron_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("cron_jobs")?)

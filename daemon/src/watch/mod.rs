@@ -29,6 +29,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+pub mod set;
+pub mod tools;
+
 use crate::status::StatusBoard;
 use crate::store::Inbox;
 
@@ -344,36 +347,6 @@ fn dedupe_key(config: &WatchConfig, changes: &[FileChange], omitted: usize) -> S
     }
     feed(&omitted.to_le_bytes());
     format!("watch:{}:{hash:016x}", config.name)
-}
-
-/// Starts one actor per configured watch and returns once each is watching (or knows it
-/// cannot yet), so that a change made right after READY=1 is seen. Waits 5 s at most.
-pub async fn start(
-    watches: &[WatchConfig],
-    inbox: &Arc<Inbox>,
-    status: &Arc<StatusBoard>,
-    tasks: &tokio_util::task::TaskTracker,
-    shutdown: &CancellationToken,
-) {
-    let (settled, mut ready) = mpsc::channel(watches.len().max(1));
-    for config in watches {
-        let watch = Watch {
-            config: config.clone(),
-            inbox: inbox.clone(),
-            status: status.clone(),
-            settled: Some(settled.clone()),
-        };
-        tasks.spawn(watch.run(shutdown.clone()));
-    }
-    drop(settled);
-    let all = async {
-        for _ in watches {
-            if ready.recv().await.is_none() {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
 }
 
 #[cfg(test)]

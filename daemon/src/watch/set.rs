@@ -1,0 +1,278 @@
+//! The running watches: the config's `[[watch]]` entries and watches made at run time
+//! (`watch_create`, kept in the store's `watches` tree and started again after a restart).
+//! Each runs as its own actor with its own cancel token, so one can be added or deleted
+//! without touching the others. Config watches cannot be deleted here (they would come back
+//! on the next start); edit the file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use steward_config::WatchConfig;
+use steward_events::Urgency;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::Watch;
+use crate::status::StatusBoard;
+use crate::store::{Inbox, StoreError};
+
+const EVENTS: [&str; 4] = ["create", "modify", "remove", "rename"];
+
+/// A watch as `steward watch list --json` shows it (and as a runtime watch is stored).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchRow {
+    pub name: String,
+    pub path: PathBuf,
+    #[serde(default = "yes")]
+    pub recursive: bool,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default)]
+    pub events: Vec<String>,
+    #[serde(default)]
+    pub debounce_ms: Option<u64>,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub urgency: Option<Urgency>,
+    /// `config` or `runtime` (filled in by the daemon).
+    #[serde(default)]
+    pub origin: String,
+    /// What `steward status` says of it (filled in by the daemon).
+    #[serde(default)]
+    pub state: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl WatchRow {
+    fn from_config(config: &WatchConfig) -> Self {
+        Self {
+            name: config.name.clone(),
+            path: config.path.clone(),
+            recursive: config.recursive,
+            include: config.include.clone(),
+            exclude: config.exclude.clone(),
+            events: config.events.clone(),
+            debounce_ms: Some(config.debounce.as_millis() as u64),
+            text: Some(config.text.clone()),
+            urgency: Some(config.urgency),
+            origin: "config".into(),
+            state: String::new(),
+        }
+    }
+
+    /// Checks a requested watch and fills in the defaults.
+    fn to_config(&self) -> Result<WatchConfig, String> {
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid_name {
+            return Err(format!(
+                "{:?}: a watch name is 1-64 letters, digits, '-' or '_'",
+                self.name
+            ));
+        }
+        if !self.path.is_absolute() {
+            return Err(format!("{} is not an absolute path", self.path.display()));
+        }
+        if let Some(bad) = self.events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
+            return Err(format!(
+                "{bad:?}: events are create, modify, remove and rename"
+            ));
+        }
+        if matches!(self.urgency, Some(Urgency::Cancel)) {
+            return Err("a watch's urgency is queue or parallel".into());
+        }
+        Ok(WatchConfig {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            recursive: self.recursive,
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+            events: if self.events.is_empty() {
+                EVENTS.iter().map(|e| (*e).to_owned()).collect()
+            } else {
+                self.events.clone()
+            },
+            debounce: Duration::from_millis(self.debounce_ms.unwrap_or(500).clamp(10, 600_000)),
+            text: self
+                .text
+                .clone()
+                .unwrap_or_else(|| format!("Files changed under {}.", self.path.display())),
+            urgency: self.urgency.unwrap_or(Urgency::Queue),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("no watch named {0:?}")]
+    Unknown(String),
+    #[error("a watch named {0:?} exists already")]
+    Exists(String),
+    #[error("{0:?} is defined in the config file; remove it there")]
+    FromConfig(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Running {
+    row: WatchRow,
+    cancel: CancellationToken,
+}
+
+#[derive(Clone)]
+pub struct WatchSet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tree: sled::Tree,
+    inbox: Arc<Inbox>,
+    status: Arc<StatusBoard>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+impl std::fmt::Debug for WatchSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchSet").finish_non_exhaustive()
+    }
+}
+
+impl WatchSet {
+    pub fn new(tree: sled::Tree, inbox: Arc<Inbox>, status: Arc<StatusBoard>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                tree,
+                inbox,
+                status,
+                tasks: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+                running: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.inner.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the config's watches and the stored runtime ones; returns once each is
+    /// watching or knows why not (5 s at most), so a change made after READY=1 is seen.
+    pub async fn start(&self, configs: &[WatchConfig]) -> Result<(), StoreError> {
+        let mut rows: Vec<(WatchRow, WatchConfig)> = configs
+            .iter()
+            .map(|c| (WatchRow::from_config(c), c.clone()))
+            .collect();
+        for bytes in self.inner.tree.iter().values() {
+            let mut row: WatchRow = crate::store::decode("watches", &bytes?)?;
+            row.origin = "runtime".into();
+            if rows.iter().any(|(r, _)| r.name == row.name) {
+                continue; // The config's watch of the same name wins.
+            }
+            if let Ok(config) = row.to_config() {
+                rows.push((row, config));
+            }
+        }
+        let (settled, mut ready) = mpsc::channel(rows.len().max(1));
+        let count = rows.len();
+        for (row, config) in rows {
+            self.launch(row, config, Some(settled.clone()));
+        }
+        drop(settled);
+        let all = async {
+            for _ in 0..count {
+                if ready.recv().await.is_none() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+        Ok(())
+    }
+
+    fn launch(&self, row: WatchRow, config: WatchConfig, settled: Option<mpsc::Sender<()>>) {
+        let cancel = self.inner.shutdown.child_token();
+        let watch = Watch {
+            config,
+            inbox: self.inner.inbox.clone(),
+            status: self.inner.status.clone(),
+            settled,
+        };
+        self.inner.tasks.spawn(watch.run(cancel.clone()));
+        self.running()
+            .insert(row.name.clone(), Running { row, cancel });
+    }
+
+    pub fn list(&self) -> Vec<WatchRow> {
+        self.running()
+            .values()
+            .map(|r| {
+                let mut row = r.row.clone();
+                row.state = self
+                    .inner
+                    .status
+                    .channel(&format!("watch:{}", row.name))
+                    .unwrap_or_default();
+                row
+            })
+            .collect()
+    }
+
+    pub fn create(&self, mut row: WatchRow) -> Result<WatchRow, WatchError> {
+        let config = row.to_config().map_err(WatchError::Invalid)?;
+        if self.running().contains_key(&row.name) {
+            return Err(WatchError::Exists(row.name));
+        }
+        row.origin = "runtime".into();
+        row.state = String::new();
+        self.inner
+            .tree
+            .insert(row.name.as_bytes(), crate::store::encode(&row)?)
+            .map_err(StoreError::from)?;
+        self.launch(row.clone(), config, None);
+        Ok(row)
+    }
+
+    pub fn delete(&self, name: &str) -> Result<(), WatchError> {
+        let mut running = self.running();
+        let Some(watch) = running.get(name) else {
+            return Err(WatchError::Unknown(name.to_owned()));
+        };
+        if watch.row.origin == "config" {
+            return Err(WatchError::FromConfig(name.to_owned()));
+        }
+        watch.cancel.cancel();
+        running.remove(name);
+        drop(running);
+        self.inner
+            .tree
+            .remove(name.as_bytes())
+            .map_err(StoreError::from)?;
+        self.inner.status.remove_channel(&format!("watch:{name}"));
+        Ok(())
+    }
+
+    /// Stops every watch and waits for them (bounded by the caller).
+    pub async fn stop(&self) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}
