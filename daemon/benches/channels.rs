@@ -1,8 +1,11 @@
-//! Timer benchmark (targets from the timer issue; figures, not assertions): the real
-//! binary with 10,000 scheduled jobs from the config — start-up time, RSS against an empty
-//! daemon, and CPU while idle (no job due during the measurement).
+//! Timer and file-watch benchmarks (targets from their issue; figures, not assertions), on
+//! the real binary:
+//! - 10,000 scheduled jobs from the config: start-up time, RSS against an empty daemon, and
+//!   CPU while idle (no job due during the measurement);
+//! - a burst of 10,000 files written into a watched directory: events produced, time from
+//!   the last write until the last event, peak RSS.
 //!
-//! Run: `cargo bench -p steward-daemon --bench timer` (add `-- quick` for a short run).
+//! Run: `cargo bench -p steward-daemon --bench channels` (add `-- quick` for a short run).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::os::unix::net::UnixDatagram;
@@ -57,6 +60,50 @@ fn many_jobs(count: usize) -> String {
     config
 }
 
+/// Writes 10,000 files into a watched directory; returns (events, quiesce time, peak RSS).
+fn file_burst(files: usize) -> (usize, Duration, f64) {
+    let watched = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[[watch]]\nname = \"burst\"\npath = {:?}\n",
+        watched.path().display().to_string()
+    );
+    let (mut daemon, dir, _) = start(&config);
+    for i in 0..files {
+        std::fs::write(watched.path().join(format!("f{i}.txt")), "x").unwrap();
+    }
+    let written = Instant::now();
+    // Quiet once no new event arrived for two debounce windows.
+    let count_events = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .args(["events", "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| l.contains("watch:burst"))
+            .count()
+    };
+    let mut events = 0;
+    let mut last_change = written;
+    while last_change.elapsed() < Duration::from_millis(1000) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = count_events();
+        if now != events {
+            events = now;
+            last_change = Instant::now();
+        }
+    }
+    let quiesced = last_change.saturating_duration_since(written);
+    let peak = status_mb(daemon.id(), "VmHWM:");
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    (events, quiesced, peak)
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let idle = Duration::from_secs(if quick { 5 } else { 30 });
@@ -85,5 +132,12 @@ fn main() {
         idle.as_secs(),
         ms(cpu),
         100.0 * cpu.as_secs_f64() / idle.as_secs_f64()
+    );
+
+    let files = 10_000;
+    let (events, quiesced, peak) = file_burst(files);
+    println!(
+        "burst of {files} new files in a watched directory: {events} events; last event {} after the last write; peak RSS {peak:.1} MB",
+        ms(quiesced)
     );
 }
