@@ -19,7 +19,10 @@ use support::{cpu_time, ms, status_mb, wait_ready};
 
 /// Starts the daemon on `config`; returns it, its data dir and the time to READY=1.
 fn start(config: &str) -> (Child, tempfile::TempDir, Duration) {
-    let dir = tempfile::tempdir().unwrap();
+    start_in(tempfile::tempdir().unwrap(), config)
+}
+
+fn start_in(dir: tempfile::TempDir, config: &str) -> (Child, tempfile::TempDir, Duration) {
     std::fs::write(dir.path().join("config.toml"), config).unwrap();
     let notify_path = dir.path().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).unwrap();
@@ -58,6 +61,45 @@ fn many_jobs(count: usize) -> String {
         ));
     }
     config
+}
+
+/// A data dir holding `count` runtime jobs (as `cron_create` would leave them), so that the
+/// daemon starts with them without parsing a config file.
+fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
+    use steward_daemon::timer::control::{NewJob, Scheduler};
+    let dir = tempfile::tempdir().unwrap();
+    let store = steward_daemon::store::Store::open(&dir.path().join("db")).unwrap();
+    let inbox = std::sync::Arc::new(
+        steward_daemon::store::Inbox::open(store.clone(), 100, Duration::from_secs(86_400))
+            .unwrap(),
+    );
+    let scheduler = Scheduler {
+        jobs: steward_daemon::timer::jobs::JobStore::new(store.cron_tree().unwrap()),
+        inbox,
+        changed: std::sync::Arc::default(),
+        default_zone: "UTC".into(),
+    };
+    let now = chrono::Utc::now();
+    for i in 0..count {
+        let at = now + chrono::Duration::minutes(120 + (i % 1200) as i64);
+        scheduler
+            .add(NewJob {
+                name: format!("job-{i}"),
+                schedule: format!("{} {} * * *", at.format("%M"), at.format("%H")),
+                tz: None,
+                text: Some(format!("job {i}")),
+                action: None,
+                urgency: None,
+                missed: None,
+                max_lateness_secs: None,
+            })
+            .unwrap();
+    }
+    drop(scheduler);
+    // sled releases its lock once every handle is gone and its threads stop.
+    drop(store);
+    std::thread::sleep(Duration::from_millis(500));
+    dir
 }
 
 /// Writes 10,000 files into a watched directory; returns (events, quiesce time, peak RSS).
@@ -132,6 +174,22 @@ fn main() {
         idle.as_secs(),
         ms(cpu),
         100.0 * cpu.as_secs_f64() / idle.as_secs_f64()
+    );
+
+    let (mut stored, _stored_dir, stored_ready) = start_in(data_dir_with_runtime_jobs(count), "");
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu_before = cpu_time(stored.id());
+    std::thread::sleep(idle);
+    let cpu = cpu_time(stored.id()) - cpu_before;
+    let rss = status_mb(stored.id(), "VmRSS:");
+    stored.kill().unwrap();
+    stored.wait().unwrap();
+    println!(
+        "{count} scheduled jobs made at run time (no config to parse): start to READY {}; RSS {rss:.1} MB vs {empty_rss:.1} MB without jobs (+{:.1} MB); CPU while idle for {}s: {}",
+        ms(stored_ready),
+        rss - empty_rss,
+        idle.as_secs(),
+        ms(cpu),
     );
 
     let files = 10_000;
