@@ -40,7 +40,11 @@ use crate::timer::jobs::JobStore;
 use crate::watch::set::WatchSet;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
-pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    data_dir: PathBuf,
+    config_path: Option<PathBuf>,
+) -> anyhow::Result<()> {
     create_private_dir(&data_dir)?;
     let _lock = InstanceLock::acquire(&data_dir)?;
     let owner_uid = std::fs::metadata(&data_dir)
@@ -119,10 +123,14 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
     info!(pid = std::process::id(), data_dir = %data_dir.display(), "steward is ready");
     notify::ready(&status.summary());
 
-    let faulted = tokio::select! {
-        _ = sigterm.recv() => { info!("SIGTERM: shutting down"); false }
-        _ = sigint.recv() => { info!("SIGINT: shutting down"); false }
-        () = fault.cancelled() => true,
+    let mut sighup = signal(SignalKind::hangup()).context("cannot install SIGHUP handler")?;
+    let faulted = loop {
+        tokio::select! {
+            _ = sigterm.recv() => { info!("SIGTERM: shutting down"); break false }
+            _ = sigint.recv() => { info!("SIGINT: shutting down"); break false }
+            _ = sighup.recv() => reload(config_path.as_deref(), &scheduler, &watches, &status),
+            () = fault.cancelled() => break true,
+        }
     };
     notify::stopping();
     shutdown.cancel();
@@ -149,21 +157,61 @@ pub async fn run(config: Config, data_dir: PathBuf) -> anyhow::Result<()> {
 /// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
 /// zone is a configuration error naming the key.
 fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
+    let jobs = JobStore::new(store.cron_tree()?);
+    jobs.reconcile(cron_specs(config)?, chrono::Utc::now())?;
+    Ok(jobs)
+}
+
+/// The config's `[[cron]]` jobs, checked.
+fn cron_specs(config: &Config) -> Result<Vec<crate::timer::jobs::JobSpec>, ConfigProblem> {
     let zone = crate::timer::jobs::system_zone();
-    let mut specs = Vec::with_capacity(config.cron.len());
-    for (i, job) in config.cron.iter().enumerate() {
-        let spec =
+    config
+        .cron
+        .iter()
+        .enumerate()
+        .map(|(i, job)| {
             crate::timer::jobs::spec_from_config(job, &zone).map_err(|(field, message)| {
                 ConfigProblem {
                     key: format!("cron[{i}].{field}"),
                     message,
                 }
-            })?;
-        specs.push(spec);
+            })
+        })
+        .collect()
+}
+
+/// SIGHUP: reads the config file again. Scheduled jobs are reconciled and file watches
+/// restarted where they changed; an invalid file is reported and the running one stays in
+/// force. Other sections take effect at the next start.
+fn reload(path: Option<&Path>, scheduler: &Scheduler, watches: &WatchSet, status: &StatusBoard) {
+    notify::reloading();
+    match path.map(Config::load) {
+        None => info!("SIGHUP: no config file; nothing to reload"),
+        Some(Err(e)) => {
+            error!(error = %e, "SIGHUP: the config file is invalid; the running configuration stays");
+        }
+        Some(Ok(loaded)) => {
+            let config = loaded.unwrap_or_default();
+            let reconciled = cron_specs(&config)
+                .map_err(anyhow::Error::from)
+                .and_then(|specs| Ok(scheduler.jobs.reconcile(specs, chrono::Utc::now())?));
+            match reconciled {
+                Ok(()) => {
+                    scheduler.changed.notify_one();
+                    watches.reload(&config.watch);
+                    info!(
+                        jobs = config.cron.len(),
+                        watches = config.watch.len(),
+                        "SIGHUP: scheduled jobs and file watches reloaded"
+                    );
+                }
+                Err(e) => {
+                    error!(error = %e, "SIGHUP: the config file is invalid; the running configuration stays");
+                }
+            }
+        }
     }
-    let jobs = JobStore::new(store.cron_tree()?);
-    jobs.reconcile(specs, chrono::Utc::now())?;
-    Ok(jobs)
+    notify::ready(&status.summary());
 }
 
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.

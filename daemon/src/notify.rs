@@ -19,6 +19,10 @@ pub fn ready(summary: &str) {
     send(&[NotifyState::Ready, NotifyState::Status(summary)]);
 }
 
+pub fn reloading() {
+    send(&[NotifyState::Reloading]);
+}
+
 pub fn stopping() {
     send(&[NotifyState::Stopping]);
 }

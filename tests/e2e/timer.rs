@@ -223,3 +223,51 @@ async fn jobs_are_managed_from_the_cli_and_by_tools_and_persist() {
     assert!(daemon.cli(&["cron", "remove", "standup"]).status.success());
     assert_eq!(jobs(&daemon).len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reconciles_jobs_and_watches_and_keeps_them_on_a_bad_file() {
+    let watched = tempfile::tempdir().unwrap();
+    let watch = format!(
+        "[[watch]]\nname = \"w\"\npath = {:?}\n",
+        watched.path().display().to_string()
+    );
+    let daemon = TestDaemon::start_with(&format!("{}{watch}", job("first", "0 7 * * *", "")));
+    assert_eq!(jobs(&daemon).len(), 1);
+    let hup = |daemon: &TestDaemon| {
+        let pid = daemon.child.as_ref().unwrap().id().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    let config = daemon.path().join("config.toml");
+    std::fs::write(&config, job("second", "every 1h", "")).unwrap();
+    hup(&daemon);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let names = |daemon: &TestDaemon| -> Vec<String> {
+        jobs(daemon)
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    while names(&daemon) != ["second"] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names(&daemon));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let watches = stdout(&daemon.cli(&["watch", "list", "--json"]));
+    assert!(watches.is_empty(), "the removed watch stopped: {watches}");
+
+    // A broken file changes nothing; the daemon keeps running.
+    std::fs::write(
+        &config,
+        "[[cron]]\nname = \"third\"\nschedule = \"whenever\"\ntext = \"x\"\n",
+    )
+    .unwrap();
+    hup(&daemon);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(names(&daemon), ["second"]);
+    assert!(daemon.cli(&["status"]).status.success());
+}

@@ -55,7 +55,11 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crate::daemon::run(ctx.config, ctx.data_dir)) {
+    match runtime.block_on(crate::daemon::run(
+        ctx.config,
+        ctx.data_dir,
+        ctx.config_path,
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("steward: {e:#}");

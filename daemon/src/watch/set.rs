@@ -220,6 +220,38 @@ impl WatchSet {
             .insert(row.name.clone(), Running { row, cancel });
     }
 
+    /// Brings the config's watches in line with a reloaded file: removed or changed ones
+    /// stop, new or changed ones start; runtime watches are not touched.
+    pub fn reload(&self, configs: &[WatchConfig]) {
+        let wanted: Vec<WatchRow> = configs.iter().map(WatchRow::from_config).collect();
+        let stale: Vec<String> = self
+            .running()
+            .iter()
+            .filter(|(_, r)| r.row.origin == "config" && !wanted.contains(&r.row))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &stale {
+            if let Some(watch) = self.running().remove(name) {
+                watch.cancel.cancel();
+            }
+            self.inner.status.remove_channel(&format!("watch:{name}"));
+        }
+        for (row, config) in wanted.into_iter().zip(configs) {
+            let known = self.running().get(&row.name).map(|r| r.row.origin.clone());
+            match known.as_deref() {
+                Some("config") => {} // unchanged
+                Some(_) => {
+                    // A runtime watch of that name: the config's wins, as at start.
+                    if let Some(watch) = self.running().remove(&row.name) {
+                        watch.cancel.cancel();
+                    }
+                    self.launch(row, config.clone(), None);
+                }
+                None => self.launch(row, config.clone(), None),
+            }
+        }
+    }
+
     pub fn list(&self) -> Vec<WatchRow> {
         self.running()
             .values()
