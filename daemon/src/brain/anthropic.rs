@@ -21,10 +21,8 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{
-    self, Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk,
-};
-use super::{Brain, BrainError, BrainFuture, BrainInput, SummaryFuture, TokenUsage};
+use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk};
+use super::{BrainError, TokenUsage};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -54,6 +52,7 @@ impl AnthropicBrain {
 }
 
 impl Wire for AnthropicBrain {
+    const NAME: &'static str = "anthropic";
     type Decoder = EventDecoder;
 
     fn endpoint(&self) -> &Endpoint {
@@ -89,21 +88,7 @@ impl Wire for AnthropicBrain {
                 })
                 .collect(),
         };
-        transport::encode(&request)
-    }
-}
-
-impl Brain for AnthropicBrain {
-    fn name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
-        transport::respond(self, input)
-    }
-
-    fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
-        transport::summarize(self, transcript)
+        super::transport::encode(&request)
     }
 }
 

@@ -16,10 +16,8 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{
-    self, Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk,
-};
-use super::{Brain, BrainError, BrainFuture, BrainInput, SummaryFuture, TokenUsage};
+use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk};
+use super::{BrainError, TokenUsage};
 
 #[derive(Debug)]
 pub struct OpenAiBrain {
@@ -45,6 +43,7 @@ impl OpenAiBrain {
 }
 
 impl Wire for OpenAiBrain {
+    const NAME: &'static str = "openai";
     type Decoder = ChunkDecoder;
 
     fn endpoint(&self) -> &Endpoint {
@@ -80,21 +79,7 @@ impl Wire for OpenAiBrain {
                 })
                 .collect(),
         };
-        transport::encode(&request)
-    }
-}
-
-impl Brain for OpenAiBrain {
-    fn name(&self) -> &'static str {
-        "openai"
-    }
-
-    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
-        transport::respond(self, input)
-    }
-
-    fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
-        transport::summarize(self, transcript)
+        super::transport::encode(&request)
     }
 }
 

@@ -198,7 +198,9 @@ pub fn parse_chunk(event: &SseEvent) -> Result<serde_json::Value, Failure> {
 
 /// What differs between providers: the request's JSON shape and the stream's format.
 /// Everything else — what is said, how it travels, what comes back — is shared.
-pub trait Wire: Send + Sync {
+pub trait Wire: Send + Sync + std::fmt::Debug + 'static {
+    /// Shown in `steward status`.
+    const NAME: &'static str;
     type Decoder: StreamDecoder;
 
     fn endpoint(&self) -> &Endpoint;
@@ -219,8 +221,22 @@ pub fn encode(request: &impl serde::Serialize) -> Result<Vec<u8>, BrainError> {
         .map_err(|e| BrainError::Rejected(format!("cannot encode the request: {e}")))
 }
 
-/// `Brain::respond` for any wire: the trajectory as turns, the answer as a turn.
-pub fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
+/// Every wire is a brain: the trajectory as turns, the answer as a turn.
+impl<W: Wire> super::Brain for W {
+    fn name(&self) -> &'static str {
+        W::NAME
+    }
+
+    fn respond<'a>(&'a self, input: BrainInput<'a>) -> BrainFuture<'a> {
+        respond(self, input)
+    }
+
+    fn summarize(&self, transcript: String) -> SummaryFuture<'_> {
+        summarize(self, transcript)
+    }
+}
+
+fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
     Box::pin(async move {
         let body = wire.request_body(
             &prompt::system_text(input.tools),
@@ -232,8 +248,8 @@ pub fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'
     })
 }
 
-/// `Brain::summarize` for any wire: one user turn with the transcript, no tools.
-pub fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
+/// A summary: one user turn with the transcript, no tools.
+fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
     Box::pin(async move {
         let turns = vec![Turn::User {
             results: Vec::new(),
