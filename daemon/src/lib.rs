@@ -21,3 +21,4 @@ pub mod status;
 pub mod store;
 pub mod timer;
 pub mod watch;
+pub mod webhook;

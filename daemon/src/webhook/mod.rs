@@ -1,0 +1,3 @@
+//! The webhook channel (in progress): signature verification.
+
+pub mod verify;
