@@ -33,6 +33,41 @@ pub struct Config {
     pub cron: Vec<CronJobConfig>,
     /// `[[watch]]`: directories whose changes become events.
     pub watch: Vec<WatchConfig>,
+    /// `[http]`: the HTTP server, when configured (a `[http]` table or webhook routes).
+    pub http: Option<HttpConfig>,
+    /// `[[webhook.routes]]`.
+    pub webhook_routes: Vec<WebhookRouteConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// `host:port`; default `127.0.0.1:8787`. Port 0 picks a free one.
+    pub listen: String,
+    pub max_body_bytes: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookRouteConfig {
+    /// Served at `/hooks/NAME`; events on channel `webhook:NAME`.
+    pub name: String,
+    /// `github`, `stripe`, `standard` or `bearer`.
+    pub auth: String,
+    pub secret: SecretSource,
+    pub urgency: Urgency,
+    /// A template over `{header.NAME}` and `{body.path.to.field}`.
+    pub text: String,
+    pub max_body_bytes: usize,
+    pub rate_per_min: u32,
+    pub tolerance_secs: i64,
+    /// `untrusted` (default) or `trusted`.
+    pub trusted: bool,
+}
+
+/// Where a secret comes from (never the config file itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecretSource {
+    Env(String),
+    File(PathBuf),
 }
 
 /// One `[[watch]]`.

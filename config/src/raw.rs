@@ -20,6 +20,36 @@ pub(crate) struct RawConfig {
     pub mcp: RawMcp,
     pub cron: Vec<RawCronJob>,
     pub watch: Vec<RawWatch>,
+    pub http: Option<RawHttpServer>,
+    pub webhook: RawWebhook,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHttpServer {
+    pub listen: Option<Spanned<String>>,
+    pub max_body_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawWebhook {
+    pub routes: Vec<RawWebhookRoute>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawWebhookRoute {
+    pub name: Spanned<String>,
+    pub auth: Spanned<String>,
+    pub secret_env: Option<String>,
+    pub secret_file: Option<String>,
+    pub urgency: Option<Spanned<String>>,
+    pub text: Option<String>,
+    pub max_body_bytes: Option<Spanned<u64>>,
+    pub rate_per_min: Option<Spanned<u64>>,
+    pub tolerance_secs: Option<Spanned<u64>>,
+    pub trust: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

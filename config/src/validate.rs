@@ -15,6 +15,122 @@ use crate::raw::RawWatch;
 use crate::raw::{RawCronJob, RawMcpServer};
 use crate::{CronJobConfig, CronWhat, WatchConfig};
 
+fn resolve_http(
+    http: Option<crate::raw::RawHttpServer>,
+    routes: Vec<crate::raw::RawWebhookRoute>,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<(Option<crate::HttpConfig>, Vec<crate::WebhookRouteConfig>), ConfigError> {
+    let default_body = 1024 * 1024;
+    let server = match (&http, routes.is_empty()) {
+        (None, true) => None,
+        (raw, _) => {
+            let listen = raw.as_ref().and_then(|h| h.listen.as_ref());
+            let address = listen.map_or("127.0.0.1:8787".to_owned(), |l| l.get_ref().clone());
+            if address.parse::<std::net::SocketAddr>().is_err() {
+                return Err(ConfigError::invalid(
+                    "http.listen",
+                    listen.and_then(|l| at(l.span())),
+                    format!("{address:?} is not host:port (an IP address, e.g. 127.0.0.1:8787)"),
+                ));
+            }
+            let max_body = match raw.as_ref().and_then(|h| h.max_body_bytes.as_ref()) {
+                Some(bytes) => in_range("http.max_body_bytes", bytes, 1, 1 << 30)? as usize,
+                None => default_body,
+            };
+            Some(crate::HttpConfig {
+                listen: address,
+                max_body_bytes: max_body,
+            })
+        }
+    };
+    let mut resolved: Vec<crate::WebhookRouteConfig> = Vec::new();
+    for (i, route) in routes.into_iter().enumerate() {
+        let key = |name: &str| format!("webhook.routes[{i}].{name}");
+        let name = route.name.get_ref().clone();
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid_name || resolved.iter().any(|r| r.name == name) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                at(route.name.span()),
+                format!("{name:?}: 1-64 letters, digits, '-' or '_', unique"),
+            ));
+        }
+        let auth = route.auth.get_ref().clone();
+        if !["github", "stripe", "standard", "bearer"].contains(&auth.as_str()) {
+            return Err(ConfigError::invalid(
+                key("auth"),
+                at(route.auth.span()),
+                format!("{auth:?}: expected \"github\", \"stripe\", \"standard\" or \"bearer\""),
+            ));
+        }
+        let secret = match (route.secret_env, route.secret_file) {
+            (Some(var), None) => crate::SecretSource::Env(var),
+            (None, Some(file)) => crate::SecretSource::File(PathBuf::from(file)),
+            _ => {
+                return Err(ConfigError::invalid(
+                    key("secret_env"),
+                    at(route.name.span()),
+                    "set exactly one of secret_env and secret_file",
+                ));
+            }
+        };
+        let urgency = match route.urgency.as_ref().map(|u| u.get_ref().as_str()) {
+            None | Some("queue") => Urgency::Queue,
+            Some("parallel") => Urgency::Parallel,
+            Some("cancel") => Urgency::Cancel,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("urgency"),
+                    route.urgency.as_ref().and_then(|u| at(u.span())),
+                    format!("{other:?}: expected queue, parallel or cancel"),
+                ));
+            }
+        };
+        let trusted = match route.trust.as_ref().map(|t| t.get_ref().as_str()) {
+            None | Some("untrusted") => false,
+            Some("trusted") => true,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    key("trust"),
+                    route.trust.as_ref().and_then(|t| at(t.span())),
+                    format!("{other:?}: expected \"untrusted\" or \"trusted\""),
+                ));
+            }
+        };
+        let max_body = match &route.max_body_bytes {
+            Some(bytes) => in_range(&key("max_body_bytes"), bytes, 1, 1 << 30)? as usize,
+            None => server.as_ref().map_or(default_body, |s| s.max_body_bytes),
+        };
+        let rate = match &route.rate_per_min {
+            Some(rate) => in_range(&key("rate_per_min"), rate, 1, 1_000_000)? as u32,
+            None => 6000,
+        };
+        let tolerance = match &route.tolerance_secs {
+            Some(t) => in_range(&key("tolerance_secs"), t, 1, 86_400)? as i64,
+            None => 300,
+        };
+        resolved.push(crate::WebhookRouteConfig {
+            text: route
+                .text
+                .unwrap_or_else(|| format!("A delivery on the webhook route {name}.")),
+            name,
+            auth,
+            secret,
+            urgency,
+            max_body_bytes: max_body,
+            rate_per_min: rate,
+            tolerance_secs: tolerance,
+            trusted,
+        });
+    }
+    Ok((server, resolved))
+}
+
 const WATCH_EVENTS: [&str; 4] = ["create", "modify", "remove", "rename"];
 
 fn resolve_watches(
@@ -471,6 +587,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
     let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
     let watch = resolve_watches(raw.watch, &at, &in_range)?;
+    let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
     Ok(Config {
         daemon,
         inbox,
@@ -481,6 +598,8 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         mcp_servers,
         cron,
         watch,
+        http,
+        webhook_routes,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(

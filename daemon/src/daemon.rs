@@ -96,6 +96,27 @@ pub async fn run(
     };
     tasks.spawn(timer.run(shutdown.clone()));
     watches.start(&config.watch).await?;
+    if let Some(http) = &config.http {
+        let server = crate::webhook::server::start(
+            http,
+            &config.webhook_routes,
+            scheduler.inbox.clone(),
+            status.clone(),
+            &data_dir,
+            shutdown.clone(),
+        )
+        .await
+        .map_err(|e| match e {
+            crate::webhook::server::HttpError::Secret { index, .. } => {
+                anyhow::Error::from(ConfigProblem {
+                    key: format!("webhook.routes[{index}].secret_env"),
+                    message: e.to_string(),
+                })
+            }
+            other => anyhow::Error::from(other),
+        })?;
+        tasks.spawn(server);
+    }
     crate::mcp::start(
         &config.mcp_servers,
         user_channel.tools.clone(),

@@ -101,6 +101,12 @@ pub enum Payload {
         args: serde_json::Value,
         text: String,
     },
+    /// A verified webhook delivery: the route's rendered text and the raw body.
+    Webhook {
+        route: String,
+        text: String,
+        body: String,
+    },
     /// What a file watch saw in one debounce window: a burst becomes one event.
     FileChanges {
         watch: String,
@@ -146,6 +152,7 @@ impl Payload {
             | Payload::Notice { text }
             | Payload::ToolCall { text, .. }
             | Payload::FileChanges { text, .. }
+            | Payload::Webhook { text, .. }
             | Payload::Scheduled { text, .. } => text,
             Payload::LaneResult { summary, .. } => summary,
         }

@@ -16,3 +16,4 @@ mod steps;
 mod support;
 mod timer;
 mod watch;
+mod webhook;

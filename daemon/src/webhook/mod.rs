@@ -1,3 +1,4 @@
-//! The webhook channel (in progress): signature verification.
+//! The webhook channel and the HTTP server it lives in.
 
+pub mod server;
 pub mod verify;

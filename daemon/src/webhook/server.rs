@@ -1,0 +1,357 @@
+//! The HTTP server (axum): webhook routes at `/hooks/NAME`, `/healthz` and `/readyz`.
+//!
+//! A delivery is answered only after its event is durable in the inbox: `202
+//! {"event_id"}`, or `200 {"event_id": <original>, "duplicate": true}` for a redelivery
+//! of the same delivery id. Refusals store nothing: 401 with an empty body for failed
+//! authentication (the reason goes to the log), 413 for a body over the route's limit, 429
+//! with `Retry-After` over the route's rate, 404 for an unknown route, 503 when the inbox
+//! cannot take the event.
+//!
+//! The server runs when the config has an `[http]` table or webhook routes; its address
+//! (port 0 picks a free one) is written to `DATA_DIR/http.addr` and shown in `steward
+//! status` as the channel `http`. It stops with the daemon: in-flight requests finish.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use steward_config::{HttpConfig, SecretSource, WebhookRouteConfig};
+use steward_events::{Event, Payload, Sender, Source, Trust};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::verify::{Auth, verify};
+use crate::status::StatusBoard;
+use crate::store::Inbox;
+
+/// A route ready to serve: its config, its secret, its rate bucket.
+struct Route {
+    config: WebhookRouteConfig,
+    auth: Auth,
+    secret: String,
+    bucket: Mutex<Bucket>,
+}
+
+/// A token bucket: `rate_per_min` tokens a minute, as many at once.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Route {
+    /// Takes a token, or says how many seconds until there is one.
+    fn admit(&self) -> Result<(), u64> {
+        let capacity = f64::from(self.config.rate_per_min);
+        let per_sec = capacity / 60.0;
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        bucket.tokens = (bucket.tokens + (now - bucket.at).as_secs_f64() * per_sec).min(capacity);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - bucket.tokens) / per_sec).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    routes: Arc<HashMap<String, Route>>,
+    inbox: Arc<Inbox>,
+    status: Arc<StatusBoard>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "config key `webhook.routes[{index}]`: cannot read the secret of route {route}: {reason}"
+    )]
+    Secret {
+        index: usize,
+        route: String,
+        reason: String,
+    },
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// Binds the server and returns the task that serves until `shutdown`.
+pub async fn start(
+    http: &HttpConfig,
+    routes: &[WebhookRouteConfig],
+    inbox: Arc<Inbox>,
+    status: Arc<StatusBoard>,
+    data_dir: &Path,
+    shutdown: CancellationToken,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static, HttpError> {
+    let mut table = HashMap::new();
+    for (index, config) in routes.iter().enumerate() {
+        let secret = match &config.secret {
+            SecretSource::Env(var) => {
+                std::env::var(var).map_err(|_| format!("the variable {var} is not set"))
+            }
+            SecretSource::File(path) => std::fs::read_to_string(path)
+                .map(|s| s.trim().to_owned())
+                .map_err(|e| format!("{}: {e}", path.display())),
+        }
+        .map_err(|reason| HttpError::Secret {
+            index,
+            route: config.name.clone(),
+            reason,
+        })?;
+        let route = Route {
+            auth: Auth::parse(&config.auth).unwrap_or(Auth::Bearer),
+            secret,
+            bucket: Mutex::new(Bucket {
+                tokens: f64::from(config.rate_per_min),
+                at: Instant::now(),
+            }),
+            config: config.clone(),
+        };
+        table.insert(config.name.clone(), route);
+    }
+    let largest = routes
+        .iter()
+        .map(|r| r.max_body_bytes)
+        .chain([http.max_body_bytes])
+        .max()
+        .unwrap_or(http.max_body_bytes);
+    let state = AppState {
+        routes: Arc::new(table),
+        inbox,
+        status: status.clone(),
+    };
+    let app = Router::new()
+        .route("/hooks/{name}", post(deliver))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .layer(DefaultBodyLimit::max(largest))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(&http.listen)
+        .await
+        .map_err(|source| HttpError::Bind {
+            address: http.listen.clone(),
+            source,
+        })?;
+    let address: SocketAddr = listener.local_addr().map_err(|source| HttpError::Bind {
+        address: http.listen.clone(),
+        source,
+    })?;
+    // For tools and tests that asked for port 0.
+    let _ = std::fs::write(data_dir.join("http.addr"), address.to_string());
+    status.set_channel("http", &format!("listening on {address}"));
+    info!(%address, "HTTP server listening");
+    Ok(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "the HTTP server stopped");
+        }
+    })
+}
+
+async fn ready(State(state): State<AppState>) -> Response {
+    let status = state.status.report();
+    let down: Vec<String> = status
+        .channels
+        .iter()
+        .filter(|c| c.state.starts_with("backoff") || c.state.starts_with("waiting"))
+        .map(|c| format!("{}: {}", c.name, c.state))
+        .collect();
+    if down.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, down.join("\n") + "\n").into_response()
+    }
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn deliver(
+    State(state): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(route) = state.routes.get(&name) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if body.len() > route.config.max_body_bytes {
+        warn!(route = %name, bytes = body.len(), "webhook body over the route's limit");
+        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    }
+    if let Err(retry_after) = route.admit() {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, retry_after.to_string())],
+        )
+            .into_response();
+    }
+    let lookup = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let now = chrono::Utc::now().timestamp();
+    let delivery = match verify(
+        route.auth,
+        &route.secret,
+        lookup,
+        &body,
+        now,
+        route.config.tolerance_secs,
+    ) {
+        Ok(delivery) => delivery,
+        Err(refusal) => {
+            warn!(route = %name, reason = %refusal, "webhook delivery refused");
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+    };
+    let event = delivery_event(route, &headers, &body, delivery);
+    match state.inbox.submit(event).await {
+        Ok(submitted) => match submitted.duplicate_of {
+            Some(original) => json(
+                StatusCode::OK,
+                serde_json::json!({"event_id": original, "duplicate": true}),
+            ),
+            None => json(
+                StatusCode::ACCEPTED,
+                serde_json::json!({"event_id": submitted.id}),
+            ),
+        },
+        Err(e) => {
+            warn!(route = %name, error = %e, "cannot store a webhook delivery");
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+    }
+}
+
+/// Longest raw body kept in the text the brain reads (the full body is in the payload).
+const TEXT_BODY: usize = 16 * 1024;
+
+fn delivery_event(
+    route: &Route,
+    headers: &HeaderMap,
+    body: &[u8],
+    delivery: Option<String>,
+) -> Event {
+    let raw = String::from_utf8_lossy(body).into_owned();
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let mut text = render(&route.config.text, headers, parsed.as_ref());
+    text.push_str("\n\n");
+    text.push_str(&raw.chars().take(TEXT_BODY).collect::<String>());
+    let name = &route.config.name;
+    let mut event = Event::new(
+        Source::Webhook,
+        format!("webhook:{name}"),
+        Sender {
+            identity: format!("webhook:{name}"),
+            authenticated_by: match route.auth {
+                Auth::Bearer => "bearer".into(),
+                other => format!("{}-hmac-sha256", other.as_str()),
+            },
+        },
+        if route.config.trusted {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        },
+        Payload::Webhook {
+            route: name.clone(),
+            text,
+            body: raw,
+        },
+    );
+    event.urgency = route.config.urgency;
+    event.requested_urgency = Some(route.config.urgency);
+    event.dedupe_key = delivery.map(|id| format!("webhook:{name}:{id}"));
+    event
+}
+
+/// `{header.NAME}` and `{body.a.b}` replaced by their values (empty when absent).
+pub fn render(template: &str, headers: &HeaderMap, body: Option<&serde_json::Value>) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let key = &rest[start + 1..start + end];
+        let value = if let Some(name) = key.strip_prefix("header.") {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned()
+        } else if let Some(path) = key.strip_prefix("body.") {
+            let pointer = format!("/{}", path.replace('.', "/"));
+            match body.and_then(|b| b.pointer(&pointer)) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            }
+        } else {
+            format!("{{{key}}}")
+        };
+        out.push_str(&value);
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_read_headers_and_body_fields() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-github-event", HeaderValue::from_static("push"));
+        let body = serde_json::json!({"repository": {"full_name": "me/steward"}, "size": 3});
+        let table = [
+            (
+                "{header.x-github-event} to {body.repository.full_name}",
+                "push to me/steward",
+            ),
+            ("{body.size} commits", "3 commits"),
+            ("{body.missing}|{header.none}", "|"),
+            ("literal {braces} stay", "literal {braces} stay"),
+            ("unclosed {body", "unclosed {body"),
+        ];
+        for (template, expected) in table {
+            assert_eq!(
+                render(template, &headers, Some(&body)),
+                expected,
+                "{template}"
+            );
+        }
+    }
+}

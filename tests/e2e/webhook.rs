@@ -1,0 +1,271 @@
+//! Webhook deliveries over real HTTP on 127.0.0.1 to the real daemon: signed deliveries are
+//! stored before 202, redeliveries answered as duplicates, refusals store nothing.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use steward_daemon::webhook::verify::{hmac_sha256, to_hex};
+
+use crate::support::TestDaemon;
+
+const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+const STRIPE_SECRET: &str = "whsec_test_secret";
+
+fn config(extra: &str) -> String {
+    format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"gh\"\nauth = \"github\"\nsecret_env = \"STEWARD_TEST_GH_SECRET\"\ntext = \"{{header.x-github-event}} on {{body.repository.full_name}}\"\n{extra}\n[[webhook.routes]]\nname = \"pay\"\nauth = \"stripe\"\nsecret_env = \"STEWARD_TEST_STRIPE_SECRET\"\n"
+    )
+}
+
+fn start(extra: &str) -> TestDaemon {
+    TestDaemon::start_with_env(
+        &config(extra),
+        &[
+            ("STEWARD_TEST_GH_SECRET", GITHUB_SECRET),
+            ("STEWARD_TEST_STRIPE_SECRET", STRIPE_SECRET),
+        ],
+    )
+}
+
+fn base(daemon: &TestDaemon) -> String {
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    format!("http://{address}")
+}
+
+fn github_post(
+    client: &reqwest::Client,
+    base: &str,
+    delivery: &str,
+    body: &str,
+    secret: &str,
+) -> reqwest::RequestBuilder {
+    let signature = format!(
+        "sha256={}",
+        to_hex(&hmac_sha256(secret.as_bytes(), body.as_bytes()))
+    );
+    client
+        .post(format!("{base}/hooks/gh"))
+        .header("X-Hub-Signature-256", signature)
+        .header("X-GitHub-Delivery", delivery)
+        .header("X-GitHub-Event", "push")
+        .body(body.to_owned())
+}
+
+async fn webhook_events(daemon: &TestDaemon) -> Vec<steward_daemon::protocol::EventRow> {
+    daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.channel.starts_with("webhook:"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_deliveries_are_stored_once_and_refusals_store_nothing() {
+    let daemon = start("");
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let body = json!({"repository": {"full_name": "me/steward"}}).to_string();
+
+    let response = github_post(&client, &base, "d-1", &body, GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let first: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    let events = webhook_events(&daemon).await;
+    assert_eq!(events.len(), 1, "durable before the 202");
+    assert_eq!(
+        events[0].id.to_string(),
+        first["event_id"].as_str().unwrap()
+    );
+    assert!(
+        events[0].text.starts_with("push on me/steward"),
+        "{:?}",
+        events[0].text
+    );
+
+    // The same delivery again: one event, the answer says duplicate.
+    let response = github_post(&client, &base, "d-1", &body, GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let again: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        again,
+        json!({"event_id": first["event_id"], "duplicate": true})
+    );
+
+    // Wrong or missing signatures: 401, no detail, nothing stored.
+    let wrong = github_post(&client, &base, "d-2", &body, "another secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.bytes().await.unwrap().is_empty());
+    let missing = client
+        .post(format!("{base}/hooks/gh"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 401);
+
+    // Stripe: current timestamp accepted, one outside the tolerance refused.
+    let stripe = |t: i64, body: &str| {
+        let signed = format!("{t}.{body}");
+        let v1 = to_hex(&hmac_sha256(STRIPE_SECRET.as_bytes(), signed.as_bytes()));
+        client
+            .post(format!("{base}/hooks/pay"))
+            .header("Stripe-Signature", format!("t={t},v1={v1}"))
+            .body(body.to_owned())
+    };
+    let now = chrono::Utc::now().timestamp();
+    let paid = r#"{"id":"evt_42","type":"charge.succeeded"}"#;
+    assert_eq!(stripe(now, paid).send().await.unwrap().status(), 202);
+    assert_eq!(
+        stripe(now - 600, r#"{"id":"evt_43"}"#)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+
+    // Two deliveries stored, plus the redelivery recorded (visible) as a duplicate.
+    let events = webhook_events(&daemon).await;
+    let states: Vec<&str> = events.iter().map(|e| e.state.as_str()).collect();
+    assert_eq!(events.len(), 3, "{events:#?}");
+    assert_eq!(states.iter().filter(|s| **s == "duplicate").count(), 1, "{states:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.source == steward_events::Source::Webhook)
+    );
+    assert_eq!(
+        client
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        client
+            .post(format!("{base}/hooks/nope"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_too_fast_deliveries_are_refused() {
+    let daemon = start("max_body_bytes = 1000\nrate_per_min = 3\n");
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let big = "x".repeat(2000);
+    let response = github_post(&client, &base, "big", &big, GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        let response = github_post(&client, &base, &format!("r-{i}"), "{}", GITHUB_SECRET)
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 429 {
+            let retry: u64 = response.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(retry >= 1, "{retry}");
+        }
+        statuses.push(response.status().as_u16());
+    }
+    // The oversized one did not use up the rate (it was refused first).
+    assert_eq!(statuses, [202, 202, 202, 429, 429]);
+    assert_eq!(webhook_events(&daemon).await.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_deliveries_make_a_thousand_events() {
+    let daemon = start("");
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let mut posts = tokio::task::JoinSet::new();
+    for i in 0..1000 {
+        let request = github_post(&client, &base, &format!("c-{i}"), "{}", GITHUB_SECRET);
+        posts.spawn(async move { request.send().await.map(|r| r.status().as_u16()) });
+    }
+    let mut accepted = 0;
+    while let Some(status) = posts.join_next().await {
+        if status.unwrap().unwrap() == 202 {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 1000);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = webhook_events(&daemon).await;
+        let merged = events.iter().filter(|e| e.state == "merged").count();
+        if events.len() == 1000 && merged == 1000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} events, {merged} merged",
+            events.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_acknowledged_before_kill_9_is_there_after_restart() {
+    let mut daemon = start("");
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let response = github_post(&client, &base, "k-1", "{}", GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let id: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    daemon.kill9();
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in_with_env(
+        dir,
+        &[
+            ("STEWARD_TEST_GH_SECRET", GITHUB_SECRET),
+            ("STEWARD_TEST_STRIPE_SECRET", STRIPE_SECRET),
+        ],
+    );
+    let events = webhook_events(&daemon).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].id.to_string(), id["event_id"].as_str().unwrap());
+}
+
+#[test]
+fn a_missing_secret_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), config("")).unwrap();
+    let output = std::process::Command::new(crate::support::BIN)
+        .args(crate::support::common_args(dir.path()))
+        .arg("run")
+        .env_remove("STEWARD_TEST_GH_SECRET")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    assert!(
+        crate::support::stderr(&output).contains("webhook.routes[0]"),
+        "{output:?}"
+    );
+}
