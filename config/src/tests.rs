@@ -251,12 +251,13 @@ fn mcp_servers_resolve_to_their_transports() {
 
 #[test]
 fn every_commented_example_in_the_default_config_is_valid() {
-    // Commented examples are `# key = value` and `# [[table]]` lines; prose comments are not.
+    // Commented examples are `# key = value`, `# [table]` and `# [[table]]` lines; prose
+    // comments are not.
     let uncommented: String = DEFAULT_CONFIG_TOML
         .lines()
         .map(|line| {
             let example = line.strip_prefix("# ").filter(|rest| {
-                rest.starts_with("[[")
+                rest.starts_with('[')
                     || rest.split_once(" = ").is_some_and(|(key, _)| {
                         key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                     })
@@ -271,6 +272,9 @@ fn every_commented_example_in_the_default_config_is_valid() {
     let config =
         Config::from_toml(&uncommented, None).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
     assert_eq!(config.cron.len(), 2);
+    assert_eq!(config.watch.len(), 1);
+    assert_eq!(config.webhook_routes.len(), 1);
+    assert!(config.http.is_some());
     assert_eq!(config.mcp_servers.len(), 2);
     assert_eq!(config.urgency_rules.len(), 1);
     assert_eq!(

@@ -137,7 +137,11 @@ async fn signed_deliveries_are_stored_once_and_refusals_store_nothing() {
     let events = webhook_events(&daemon).await;
     let states: Vec<&str> = events.iter().map(|e| e.state.as_str()).collect();
     assert_eq!(events.len(), 3, "{events:#?}");
-    assert_eq!(states.iter().filter(|s| **s == "duplicate").count(), 1, "{states:?}");
+    assert_eq!(
+        states.iter().filter(|s| **s == "duplicate").count(),
+        1,
+        "{states:?}"
+    );
     assert!(
         events
             .iter()
