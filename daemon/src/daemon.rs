@@ -71,6 +71,8 @@ pub async fn run(
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
     let listener = user::bind(&socket_path)
         .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
+    let api_token = crate::webhook::api::ApiToken::load_or_create(&data_dir)
+        .with_context(|| format!("cannot write the API token in {}", data_dir.display()))?;
     let user_channel = UserChannel {
         socket_path,
         owner_uid,
@@ -83,6 +85,7 @@ pub async fn run(
         confirmations: confirmations.clone(),
         scheduler: scheduler.clone(),
         watches: watches.clone(),
+        api_token: api_token.clone(),
     };
 
     let shutdown = CancellationToken::new();
@@ -97,11 +100,18 @@ pub async fn run(
     tasks.spawn(timer.run(shutdown.clone()));
     watches.start(&config.watch).await?;
     if let Some(http) = &config.http {
+        let api = crate::webhook::api::Api {
+            token: api_token.clone(),
+            inbox: scheduler.inbox.clone(),
+            status: status.clone(),
+            confirmations: confirmations.clone(),
+            replies: user_channel.replies.clone(),
+            rules: Arc::new(config.urgency_rules.clone()),
+        };
         let server = crate::webhook::server::start(
             http,
             &config.webhook_routes,
-            scheduler.inbox.clone(),
-            status.clone(),
+            api,
             &data_dir,
             shutdown.clone(),
         )

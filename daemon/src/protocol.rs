@@ -42,6 +42,8 @@ pub enum Request {
     Tools,
     /// The file watches, as `Watch` lines.
     Watches,
+    /// Replaces the HTTP API token; answered with `Token`.
+    RotateToken,
     /// Scheduled jobs: list, add, remove, pause, resume, trigger.
     Cron {
         command: CronCommand,
@@ -139,6 +141,9 @@ pub enum Response {
     },
     Watch {
         watch: crate::watch::set::WatchRow,
+    },
+    Token {
+        token: String,
     },
     /// The outcome of a `call_tool` request.
     ToolResult {

@@ -273,3 +273,124 @@ fn a_missing_secret_is_a_config_error() {
         "{output:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let daemon = TestDaemon::start_with(&format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n"
+    ));
+    let base = base(&daemon);
+    let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    assert_eq!(token.len(), 40, "{token}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(daemon.path().join("api.token"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let client = reqwest::Client::new();
+
+    // Without the token: 401, nothing stored.
+    let refused = client
+        .post(format!("{base}/v1/messages"))
+        .body(r#"{"text":"hi"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(daemon.events().await.len(), 0);
+
+    // A message: 202, and its reply arrives on the stream.
+    let mut stream = client
+        .get(format!("{base}/v1/stream"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let sent = client
+        .post(format!("{base}/v1/messages"))
+        .bearer_auth(&token)
+        .body(r#"{"text":"/help"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 202);
+    let event_id =
+        serde_json::from_slice::<Value>(&sent.bytes().await.unwrap()).unwrap()["event_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !(seen.contains("event: reply") && seen.contains(&event_id)) {
+        assert!(std::time::Instant::now() < deadline, "{seen}");
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("Commands:"), "{seen}");
+
+    // A pending action confirmed over HTTP runs once.
+    let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", recorder.port), "body": "tea"});
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "http_request",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    assert_eq!(line["outcome"], "pending", "{line}");
+    let id = line["pending_id"].as_str().unwrap();
+    let listed: Value = serde_json::from_slice(
+        &client
+            .get(format!("{base}/v1/pending"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(listed[0]["id"], id);
+    let confirm = |client: &reqwest::Client| {
+        client
+            .post(format!("{base}/v1/pending/{id}/confirm"))
+            .bearer_auth(&token)
+            .send()
+    };
+    assert_eq!(confirm(&client).await.unwrap().status(), 200);
+    // A second confirmation reports the action; it does not run it again.
+    let _ = confirm(&client).await.unwrap();
+    assert_eq!(recorder.seen().len(), 1);
+
+    // Rotation: the old token stops working at once.
+    let rotated = crate::support::stdout(&daemon.cli(&["token", "rotate"]))
+        .trim()
+        .to_owned();
+    assert_ne!(rotated, token);
+    let old = client
+        .get(format!("{base}/v1/status"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 401);
+    let new = client
+        .get(format!("{base}/v1/status"))
+        .bearer_auth(&rotated)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(new.status(), 200);
+}

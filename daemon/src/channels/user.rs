@@ -46,6 +46,7 @@ pub struct UserChannel {
     pub confirmations: Arc<Confirmations>,
     pub scheduler: crate::timer::control::Scheduler,
     pub watches: crate::watch::set::WatchSet,
+    pub api_token: crate::webhook::api::ApiToken,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
@@ -216,6 +217,18 @@ impl UserChannel {
                 s.write(&Response::End).await
             }
             Request::Cron { command } => self.cron(command, s).await,
+            Request::RotateToken => match self.api_token.rotate() {
+                Ok(token) => {
+                    s.write(&Response::Token { token }).await?;
+                    s.write(&Response::End).await
+                }
+                Err(e) => {
+                    s.write(&Response::Error {
+                        message: format!("cannot write the new token: {e}"),
+                    })
+                    .await
+                }
+            },
             Request::Watches => {
                 for watch in self.watches.list() {
                     s.write(&Response::Watch { watch }).await?;

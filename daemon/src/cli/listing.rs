@@ -273,3 +273,12 @@ pub async fn watches(ctx: &Context, json: bool) -> Result<ExitCode, ClientError>
     })
     .await
 }
+
+pub async fn rotate_token(ctx: &Context) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::RotateToken, |response| {
+        if let Response::Token { token } = response {
+            out!("{token}");
+        }
+    })
+    .await
+}

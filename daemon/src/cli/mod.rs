@@ -107,6 +107,19 @@ enum Command {
         #[command(subcommand)]
         command: WatchCommandArgs,
     },
+    /// The HTTP API's bearer token
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print it (from the data dir; no daemon needed)
+    Show,
+    /// Replace it (through the daemon; the old one stops working at once) and print it
+    Rotate,
 }
 
 #[derive(Debug, Subcommand)]
@@ -335,6 +348,21 @@ pub fn main() -> ExitCode {
             command: ToolsCommand::Bench { .. },
         } => unreachable!("handled above"),
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
+        Command::Token {
+            command: TokenCommand::Show,
+        } => match std::fs::read_to_string(ctx.data_dir.join("api.token")) {
+            Ok(token) => {
+                output::out!("{}", token.trim());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("steward: no API token yet (it is made when the daemon starts): {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Token {
+            command: TokenCommand::Rotate,
+        } => client_command(listing::rotate_token(&ctx)),
         Command::Watch {
             command: WatchCommandArgs::List { json },
         } => client_command(listing::watches(&ctx, json)),

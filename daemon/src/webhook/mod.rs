@@ -1,4 +1,5 @@
-//! The webhook channel and the HTTP server it lives in.
+//! The webhook channel and the HTTP server it lives in (webhooks, the owner API, health).
 
+pub mod api;
 pub mod server;
 pub mod verify;

@@ -1,4 +1,5 @@
-//! The HTTP server (axum): webhook routes at `/hooks/NAME`, `/healthz` and `/readyz`.
+//! The HTTP server (axum): webhook routes at `/hooks/NAME`, the owner API under `/v1`
+//! ([`super::api`]), `/healthz` and `/readyz`.
 //!
 //! A delivery is answered only after its event is durable in the inbox: `202
 //! {"event_id"}`, or `200 {"event_id": <original>, "duplicate": true}` for a redelivery
@@ -92,11 +93,12 @@ pub enum HttpError {
 pub async fn start(
     http: &HttpConfig,
     routes: &[WebhookRouteConfig],
-    inbox: Arc<Inbox>,
-    status: Arc<StatusBoard>,
+    api: super::api::Api,
     data_dir: &Path,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()> + Send + 'static, HttpError> {
+    let inbox = api.inbox.clone();
+    let status = api.status.clone();
     let mut table = HashMap::new();
     for (index, config) in routes.iter().enumerate() {
         let secret = match &config.secret {
@@ -138,8 +140,9 @@ pub async fn start(
         .route("/hooks/{name}", post(deliver))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .layer(DefaultBodyLimit::max(largest))
-        .with_state(state);
+        .with_state(state)
+        .merge(super::api::routes(api))
+        .layer(DefaultBodyLimit::max(largest));
     let listener = tokio::net::TcpListener::bind(&http.listen)
         .await
         .map_err(|source| HttpError::Bind {
