@@ -226,34 +226,35 @@ async fn deny(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes)
 async fn stream(State(api): State<Api>) -> impl IntoResponse {
     let receiver = api.replies.subscribe();
     let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        loop {
-            let announcement = match receiver.recv().await {
-                Ok(announcement) => announcement,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    let event = SseEvent::default()
-                        .event("lagged")
-                        .data(json!({"missed": missed}).to_string());
-                    return Some((Ok::<_, std::convert::Infallible>(event), receiver));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-            };
-            let (kind, data) = match announcement {
-                Announcement::Reply { text, reply_to } => {
-                    ("reply", json!({"text": text, "reply_to": reply_to}))
-                }
-                Announcement::Notice { text, origin } => {
-                    ("notice", json!({"text": text, "origin": origin}))
-                }
-                Announcement::StepEnded { events, outcome } => {
-                    ("step_ended", json!({"events": events, "outcome": outcome}))
-                }
-                Announcement::ToolResult { origin, outcome } => {
-                    ("tool_result", json!({"origin": origin, "outcome": outcome}))
-                }
-            };
-            let event = SseEvent::default().event(kind).data(data.to_string());
-            return Some((Ok(event), receiver));
-        }
+        let event = match receiver.recv().await {
+            Ok(announcement) => {
+                let (kind, data) = describe(announcement);
+                SseEvent::default().event(kind).data(data.to_string())
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => SseEvent::default()
+                .event("lagged")
+                .data(json!({"missed": missed}).to_string()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((Ok::<_, std::convert::Infallible>(event), receiver))
     });
     Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// An announcement as a stream event: its kind and its JSON.
+fn describe(announcement: Announcement) -> (&'static str, Value) {
+    match announcement {
+        Announcement::Reply { text, reply_to } => {
+            ("reply", json!({"text": text, "reply_to": reply_to}))
+        }
+        Announcement::Notice { text, origin } => {
+            ("notice", json!({"text": text, "origin": origin}))
+        }
+        Announcement::StepEnded { events, outcome } => {
+            ("step_ended", json!({"events": events, "outcome": outcome}))
+        }
+        Announcement::ToolResult { origin, outcome } => {
+            ("tool_result", json!({"origin": origin, "outcome": outcome}))
+        }
+    }
 }
