@@ -277,9 +277,9 @@ fn a_missing_secret_is_a_config_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     let recorder = crate::http::Recorder::start(Duration::ZERO);
-    let daemon = TestDaemon::start_with(&format!(
-        "[http]\nlisten = \"127.0.0.1:0\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n"
-    ));
+    let daemon = TestDaemon::start_with(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+    );
     let base = base(&daemon);
     let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
         .trim()
