@@ -107,6 +107,7 @@ pub async fn run(
             confirmations: confirmations.clone(),
             replies: user_channel.replies.clone(),
             rules: Arc::new(config.urgency_rules.clone()),
+            trajectory: user_channel.trajectory.clone(),
         };
         let server = crate::webhook::server::start(
             http,

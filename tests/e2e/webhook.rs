@@ -374,6 +374,35 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     let _ = confirm(&client).await.unwrap();
     assert_eq!(recorder.seen().len(), 1);
 
+    // Listings as the CLI's --json, as JSON arrays.
+    let events: Value = serde_json::from_slice(
+        &client
+            .get(format!("{base}/v1/events?limit=1"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
+    assert!(events[0]["state"].is_string());
+    let items: Value = serde_json::from_slice(
+        &client
+            .get(format!("{base}/v1/trajectory?limit=3"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(items.as_array().unwrap().len(), 3, "{items}");
+
     // Rotation: the old token stops working at once.
     let rotated = crate::support::stdout(&daemon.cli(&["token", "rotate"]))
         .trim()

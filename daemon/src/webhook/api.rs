@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, Request, State};
+use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -25,7 +25,7 @@ use steward_events::{
 
 use super::verify::constant_time_eq;
 use crate::confirmations::{Answer, Confirmations};
-use crate::protocol::PendingRow;
+use crate::protocol::{EventRow, PendingRow};
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
 use crate::store::Inbox;
@@ -94,12 +94,15 @@ pub struct Api {
     pub confirmations: Arc<Confirmations>,
     pub replies: ReplyHub,
     pub rules: Arc<Vec<UrgencyRule>>,
+    pub trajectory: Arc<crate::store::Trajectory>,
 }
 
 pub fn routes(api: Api) -> Router {
     Router::new()
         .route("/v1/messages", post(message))
         .route("/v1/status", get(status))
+        .route("/v1/events", get(events))
+        .route("/v1/trajectory", get(trajectory))
         .route("/v1/pending", get(pending))
         .route("/v1/pending/{id}/confirm", post(confirm))
         .route("/v1/pending/{id}/deny", post(deny))
@@ -176,6 +179,39 @@ async fn message(State(api): State<Api>, body: Bytes) -> Response {
 
 async fn status(State(api): State<Api>) -> Response {
     json_response(StatusCode::OK, json!(api.status.report()))
+}
+
+/// `?limit=N&state=S`, as `steward events --json` (a JSON array).
+#[derive(Deserialize)]
+struct Listing {
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    state: Option<String>,
+}
+
+async fn events(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
+    match api.inbox.list(listing.limit, listing.state.as_deref()) {
+        Ok(records) => {
+            let rows: Vec<EventRow> = records.iter().map(EventRow::from).collect();
+            json_response(StatusCode::OK, json!(rows))
+        }
+        Err(e) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": e.to_string()}),
+        ),
+    }
+}
+
+/// `?limit=N`, as `steward trajectory --json` (a JSON array).
+async fn trajectory(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
+    match api.trajectory.list(listing.limit) {
+        Ok(items) => json_response(StatusCode::OK, json!(items)),
+        Err(e) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": e.to_string()}),
+        ),
+    }
 }
 
 async fn pending(State(api): State<Api>) -> Response {
