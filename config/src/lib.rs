@@ -44,6 +44,8 @@ pub struct HttpConfig {
     /// `host:port`; default `127.0.0.1:8787`. Port 0 picks a free one.
     pub listen: String,
     pub max_body_bytes: usize,
+    /// `/metrics` without the API token (for a local Prometheus); off by default.
+    pub metrics_public: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

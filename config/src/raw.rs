@@ -29,6 +29,8 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawHttpServer {
     pub listen: Option<Spanned<String>>,
     pub max_body_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

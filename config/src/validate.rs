@@ -41,6 +41,7 @@ fn resolve_http(
             Some(crate::HttpConfig {
                 listen: address,
                 max_body_bytes: max_body,
+                metrics_public: raw.as_ref().is_some_and(|h| h.metrics_public),
             })
         }
     };

@@ -403,6 +403,27 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     .unwrap();
     assert_eq!(items.as_array().unwrap().len(), 3, "{items}");
 
+    // Metrics: Prometheus text behind the token.
+    let metrics = client.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 401);
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "# TYPE steward_events_total counter",
+        "steward_inbox_pending ",
+        "steward_channel_up{channel=\"http\"} 1",
+        "steward_pending_actions{state=",
+    ] {
+        assert!(metrics.contains(line), "{line} missing in:\n{metrics}");
+    }
+
     // Rotation: the old token stops working at once.
     let rotated = crate::support::stdout(&daemon.cli(&["token", "rotate"]))
         .trim()

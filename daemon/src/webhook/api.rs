@@ -97,8 +97,21 @@ pub struct Api {
     pub trajectory: Arc<crate::store::Trajectory>,
 }
 
-pub fn routes(api: Api) -> Router {
-    Router::new()
+/// The `/v1` routes and `/metrics`, all behind the token unless `metrics_public`.
+pub fn routes(api: Api, metrics_public: bool) -> Router {
+    let public = if metrics_public {
+        Router::new()
+            .route("/metrics", get(super::metrics::metrics))
+            .with_state(api.clone())
+    } else {
+        Router::new()
+    };
+    let private = if metrics_public {
+        Router::new()
+    } else {
+        Router::new().route("/metrics", get(super::metrics::metrics))
+    };
+    private
         .route("/v1/messages", post(message))
         .route("/v1/status", get(status))
         .route("/v1/events", get(events))
@@ -109,6 +122,7 @@ pub fn routes(api: Api) -> Router {
         .route("/v1/stream", get(stream))
         .route_layer(middleware::from_fn_with_state(api.clone(), authorize))
         .with_state(api)
+        .merge(public)
 }
 
 async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Response {

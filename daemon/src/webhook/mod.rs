@@ -1,5 +1,6 @@
 //! The webhook channel and the HTTP server it lives in (webhooks, the owner API, health).
 
 pub mod api;
+pub mod metrics;
 pub mod server;
 pub mod verify;

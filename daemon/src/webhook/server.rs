@@ -141,7 +141,7 @@ pub async fn start(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(state)
-        .merge(super::api::routes(api))
+        .merge(super::api::routes(api, http.metrics_public))
         .layer(DefaultBodyLimit::max(largest));
     let listener = tokio::net::TcpListener::bind(&http.listen)
         .await
