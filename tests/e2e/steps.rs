@@ -113,8 +113,14 @@ async fn queued_events_wait_for_the_boundary_and_merge_as_one_batch() {
     );
     assert_eq!(merged_ids(&during).len(), 1);
 
+    // The batch is merged, then its step starts (a separate write): wait for both.
     let items = daemon
-        .wait_for_trajectory("the queued batch", |items| merged_ids(items).len() == 6)
+        .wait_for_trajectory("the queued batch and its step", |items| {
+            merged_ids(items).len() == 6
+                && items.iter().any(
+                    |i| matches!(&i.kind, ItemKind::StepStarted { events } if events.len() == 5),
+                )
+        })
         .await;
     let completed = position(&items, |k| matches!(k, ItemKind::StepCompleted));
     let batch: Vec<_> = items[completed + 1..completed + 6]
