@@ -37,6 +37,8 @@ pub struct Config {
     pub http: Option<HttpConfig>,
     /// `[[webhook.routes]]`.
     pub webhook_routes: Vec<WebhookRouteConfig>,
+    /// `[senders]`: who is the owner, who is trusted, what happens to everyone else.
+    pub senders: steward_events::SenderPolicy,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,6 +22,15 @@ pub(crate) struct RawConfig {
     pub watch: Vec<RawWatch>,
     pub http: Option<RawHttpServer>,
     pub webhook: RawWebhook,
+    pub senders: RawSenders,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawSenders {
+    pub owner: Vec<String>,
+    pub trusted: Vec<String>,
+    pub unknown: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

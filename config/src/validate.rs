@@ -589,6 +589,21 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
     let watch = resolve_watches(raw.watch, &at, &in_range)?;
     let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
+    let senders = steward_events::SenderPolicy {
+        owner: raw.senders.owner,
+        trusted: raw.senders.trusted,
+        unknown: match raw.senders.unknown.as_ref().map(|u| u.get_ref().as_str()) {
+            None | Some("untrusted") => steward_events::Unknown::Untrusted,
+            Some("reject") => steward_events::Unknown::Reject,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "senders.unknown",
+                    raw.senders.unknown.as_ref().and_then(|u| at(u.span())),
+                    format!("{other:?}: expected \"untrusted\" or \"reject\""),
+                ));
+            }
+        },
+    };
     Ok(Config {
         daemon,
         inbox,
@@ -601,6 +616,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         watch,
         http,
         webhook_routes,
+        senders,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(

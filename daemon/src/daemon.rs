@@ -112,6 +112,7 @@ pub async fn run(
         let server = crate::webhook::server::start(
             http,
             &config.webhook_routes,
+            config.senders.clone(),
             api,
             &data_dir,
             shutdown.clone(),

@@ -9,6 +9,7 @@
 mod event;
 mod id;
 mod routing;
+mod senders;
 mod tool_call;
 mod trajectory;
 mod urgency;
@@ -16,6 +17,7 @@ mod urgency;
 pub use event::{Event, EventState, FileChange, Payload, ScheduledAction, Sender, Source, Trust};
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};
+pub use senders::{SenderDecision, SenderPolicy, Unknown};
 pub use tool_call::{ToolCallRequest, ToolOutcome, ToolStatus};
 pub use trajectory::{ItemKind, TrajectoryId, TrajectoryItem};
 pub use urgency::{FieldMatch, Urgency, UrgencyRule, classify_urgency};

@@ -444,3 +444,62 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
         .unwrap();
     assert_eq!(new.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sender_policy_decides_trust_and_refusals_are_recorded() {
+    let daemon = TestDaemon::start_with_env(
+        &format!(
+            "{}\n[senders]\ntrusted = [\"webhook:gh\"]\nunknown = \"reject\"\n",
+            config("")
+        ),
+        &[
+            ("STEWARD_TEST_GH_SECRET", GITHUB_SECRET),
+            ("STEWARD_TEST_STRIPE_SECRET", STRIPE_SECRET),
+        ],
+    );
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    // A listed sender: accepted, as trusted content.
+    let response = github_post(&client, &base, "s-1", "{}", GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    // An authenticated but unknown sender: refused, and the refusal is recorded.
+    let now = chrono::Utc::now().timestamp();
+    let body = r#"{"id":"evt_9"}"#;
+    let v1 = to_hex(&hmac_sha256(
+        STRIPE_SECRET.as_bytes(),
+        format!("{now}.{body}").as_bytes(),
+    ));
+    let refused = client
+        .post(format!("{base}/hooks/pay"))
+        .header("Stripe-Signature", format!("t={now},v1={v1}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let events = webhook_events(&daemon).await;
+    let pay = events.iter().find(|e| e.channel == "webhook:pay").unwrap();
+    assert_eq!(pay.state, "rejected");
+    assert!(
+        pay.detail
+            .as_deref()
+            .unwrap()
+            .contains("not a known sender"),
+        "{pay:?}"
+    );
+    let items = daemon
+        .wait_for_trajectory("the trusted delivery", |items| {
+            items.iter().any(|i| matches!(&i.kind, steward_events::ItemKind::Event { channel, .. } if channel == "webhook:gh"))
+        })
+        .await;
+    let trust = items.iter().find_map(|i| match &i.kind {
+        steward_events::ItemKind::Event { channel, trust, .. } if channel == "webhook:gh" => {
+            Some(*trust)
+        }
+        _ => None,
+    });
+    assert_eq!(trust, Some(steward_events::Trust::Trusted));
+}

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use steward_config::{HttpConfig, SecretSource, WebhookRouteConfig};
-use steward_events::{Event, Payload, Sender, Source, Trust};
+use steward_events::{Event, Payload, Sender, SenderDecision, SenderPolicy, Source, Trust};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -70,6 +70,7 @@ struct AppState {
     routes: Arc<HashMap<String, Route>>,
     inbox: Arc<Inbox>,
     status: Arc<StatusBoard>,
+    senders: Arc<SenderPolicy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,7 @@ pub enum HttpError {
 pub async fn start(
     http: &HttpConfig,
     routes: &[WebhookRouteConfig],
+    senders: SenderPolicy,
     api: super::api::Api,
     data_dir: &Path,
     shutdown: CancellationToken,
@@ -135,6 +137,7 @@ pub async fn start(
         routes: Arc::new(table),
         inbox,
         status: status.clone(),
+        senders: Arc::new(senders),
     };
     let app = Router::new()
         .route("/hooks/{name}", post(deliver))
@@ -235,7 +238,28 @@ async fn deliver(
             return StatusCode::UNAUTHORIZED.into_response();
         }
     };
-    let event = delivery_event(route, &headers, &body, delivery);
+    // The sender policy: a route marked trusted is; otherwise its identity is looked up.
+    let identity = format!("webhook:{name}");
+    let trust = if route.config.trusted {
+        Trust::Trusted
+    } else {
+        match state.senders.decide(&identity) {
+            SenderDecision::Accept(trust) => trust,
+            SenderDecision::Reject => {
+                let event = delivery_event(route, &headers, &body, delivery, Trust::Untrusted);
+                let reason =
+                    format!("{identity} is not a known sender (senders.unknown = \"reject\")");
+                return match state.inbox.reject(event, reason.clone()).await {
+                    Ok(recorded) => json(
+                        StatusCode::FORBIDDEN,
+                        serde_json::json!({"event_id": recorded.id, "rejected": reason}),
+                    ),
+                    Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                };
+            }
+        }
+    };
+    let event = delivery_event(route, &headers, &body, delivery, trust);
     match state.inbox.submit(event).await {
         Ok(submitted) => match submitted.duplicate_of {
             Some(original) => json(
@@ -262,6 +286,7 @@ fn delivery_event(
     headers: &HeaderMap,
     body: &[u8],
     delivery: Option<String>,
+    trust: Trust,
 ) -> Event {
     let raw = String::from_utf8_lossy(body).into_owned();
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
@@ -279,11 +304,7 @@ fn delivery_event(
                 other => format!("{}-hmac-sha256", other.as_str()),
             },
         },
-        if route.config.trusted {
-            Trust::Trusted
-        } else {
-            Trust::Untrusted
-        },
+        trust,
         Payload::Webhook {
             route: name.clone(),
             text,
