@@ -48,6 +48,11 @@ pub struct Submitted {
     pub duplicate_of: Option<EventId>,
 }
 
+/// Changes kept for followers that fall behind (`steward events --follow`); a follower
+/// further behind is told how many it missed. Each holds a whole record, so this bounds
+/// memory under a burst of deliveries.
+const CHANGES_BUFFER: usize = 1024;
+
 /// A new or changed event record, for `steward events --follow`.
 #[derive(Clone, Debug)]
 pub struct InboxChange(pub EventRecord);
@@ -110,7 +115,7 @@ impl Inbox {
             debt: std::sync::Mutex::new(count.saturating_sub(capacity)),
             pending: std::sync::Mutex::new(pending),
             retention,
-            changes: broadcast::channel(4096).0,
+            changes: broadcast::channel(CHANGES_BUFFER).0,
         })
     }
 
