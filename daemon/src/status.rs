@@ -27,6 +27,10 @@ pub struct StatusBoard {
     usage: Mutex<(TokenUsage, TokenUsage)>,
     /// Tokens of the last finished step (every model call in it), with its number.
     step_usage: Mutex<(u64, TokenUsage)>,
+    /// Finished steps: how many, and their total duration in seconds.
+    steps_done: Mutex<(u64, f64)>,
+    /// Times each channel went into backoff since start.
+    restarts: Mutex<BTreeMap<String, u64>>,
 }
 
 impl StatusBoard {
@@ -43,6 +47,8 @@ impl StatusBoard {
             lanes_running: Mutex::new(0),
             usage: Mutex::new((TokenUsage::default(), TokenUsage::default())),
             step_usage: Mutex::new((0, TokenUsage::default())),
+            steps_done: Mutex::new((0, 0.0)),
+            restarts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -69,7 +75,12 @@ impl StatusBoard {
     }
 
     pub fn set_channel(&self, name: &str, state: &str) {
-        lock(&self.channels).insert(name.to_owned(), state.to_owned());
+        let previous = lock(&self.channels).insert(name.to_owned(), state.to_owned());
+        let entered_backoff =
+            state.starts_with("backoff") && !previous.is_some_and(|p| p.starts_with("backoff"));
+        if entered_backoff {
+            *lock(&self.restarts).entry(name.to_owned()).or_default() += 1;
+        }
     }
 
     pub fn step_started(&self, step: u64, started_at: DateTime<Utc>) {
@@ -77,7 +88,23 @@ impl StatusBoard {
     }
 
     pub fn step_ended(&self) {
-        *lock(&self.step) = StepStatus::Idle;
+        let ended = std::mem::replace(&mut *lock(&self.step), StepStatus::Idle);
+        if let StepStatus::Running { started_at, .. } = ended {
+            let secs = (Utc::now() - started_at).num_milliseconds().max(0) as f64 / 1000.0;
+            let mut done = lock(&self.steps_done);
+            done.0 += 1;
+            done.1 += secs;
+        }
+    }
+
+    /// Finished steps since start and their total duration in seconds.
+    pub fn steps_done(&self) -> (u64, f64) {
+        *lock(&self.steps_done)
+    }
+
+    /// Times each channel went into backoff since start.
+    pub fn restarts(&self) -> BTreeMap<String, u64> {
+        lock(&self.restarts).clone()
     }
 
     /// Records what a finished step of the main trajectory cost, all calls together.

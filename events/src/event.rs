@@ -9,7 +9,7 @@ use crate::trajectory::TrajectoryId;
 use crate::urgency::Urgency;
 
 /// Which kind of actor produced the event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Timer,

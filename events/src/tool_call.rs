@@ -16,7 +16,7 @@ pub struct ToolCallRequest {
     pub origin: Option<EventId>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Ok,

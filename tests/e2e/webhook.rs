@@ -420,6 +420,9 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
         "steward_inbox_pending ",
         "steward_channel_up{channel=\"http\"} 1",
         "steward_pending_actions{state=",
+        "steward_events_terminal_total{source=\"user\",state=\"merged\"}",
+        "steward_tool_calls_total{tool=\"http_request\",outcome=\"ok\"} 1",
+        "steward_steps_total ",
     ] {
         assert!(metrics.contains(line), "{line} missing in:\n{metrics}");
     }

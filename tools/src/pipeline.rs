@@ -53,6 +53,8 @@ pub struct ToolPipeline {
     budget: ResultBudget,
     ledger: Option<Ledger>,
     authorization: Option<Authorization>,
+    /// Calls since start by tool and outcome (for `/metrics`).
+    calls: Arc<std::sync::Mutex<std::collections::BTreeMap<(String, ToolStatus), u64>>>,
 }
 
 /// Policy rules and where confirmation requests go.
@@ -71,6 +73,7 @@ impl ToolPipeline {
             budget,
             ledger: None,
             authorization: None,
+            calls: Arc::default(),
         }
     }
 
@@ -139,7 +142,23 @@ impl ToolPipeline {
         }))
     }
 
+    /// How many calls ended how, by tool, since start.
+    pub fn call_counts(&self) -> Vec<(String, ToolStatus, u64)> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|((tool, status), n)| (tool.clone(), *status, *n))
+            .collect()
+    }
+
     fn within_budget(&self, call: &ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((call.tool.clone(), outcome.status))
+            .or_default() += 1;
         let budget = self
             .registry
             .get(&call.tool)

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use steward_events::{Event, EventId, EventState};
+use steward_events::{Event, EventId, EventState, Source};
 use tokio::sync::{Semaphore, broadcast, watch};
 use tracing::error;
 
@@ -76,6 +76,8 @@ pub struct Inbox {
     pending: std::sync::Mutex<BTreeSet<u64>>,
     retention: Duration,
     changes: broadcast::Sender<InboxChange>,
+    /// Events that reached each terminal state since start, by source (for `/metrics`).
+    outcomes: std::sync::Mutex<std::collections::BTreeMap<(Source, &'static str), u64>>,
 }
 
 impl Inbox {
@@ -116,6 +118,7 @@ impl Inbox {
             pending: std::sync::Mutex::new(pending),
             retention,
             changes: broadcast::channel(CHANGES_BUFFER).0,
+            outcomes: Default::default(),
         })
     }
 
@@ -217,6 +220,8 @@ impl Inbox {
         }
         if record.state == EventState::Pending {
             lock(&self.pending).insert(arrival);
+        } else {
+            self.count_outcome(&record);
         }
         *next += 1;
         let ticket = self.store.note_write();
@@ -335,6 +340,9 @@ impl Inbox {
             repaid
         };
         self.room.add_permits(n - repaid);
+        for record in &records {
+            self.count_outcome(record);
+        }
         for record in records {
             let _ = self.changes.send(InboxChange(record));
         }
@@ -350,6 +358,20 @@ impl Inbox {
             .insert(keys::event(record.arrival), encode(&record)?)?;
         self.store.note_write();
         self.settled(vec![record])
+    }
+
+    fn count_outcome(&self, record: &EventRecord) {
+        *lock(&self.outcomes)
+            .entry((record.event.source, record.state.name()))
+            .or_default() += 1;
+    }
+
+    /// How many events reached each terminal state since start, by source.
+    pub fn outcome_counts(&self) -> Vec<(Source, &'static str, u64)> {
+        lock(&self.outcomes)
+            .iter()
+            .map(|((source, state), n)| (*source, *state, *n))
+            .collect()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<InboxChange> {

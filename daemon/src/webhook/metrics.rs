@@ -1,6 +1,8 @@
 //! `/metrics` in the Prometheus text format: what `steward status` knows, as numbers —
-//! inbox depth, events accepted, model tokens, pending actions by state, channels up,
-//! uptime. Behind the API token unless `[http] metrics_public = true`.
+//! inbox depth, events accepted and their terminal states by source, step count and
+//! duration, tool calls by tool and outcome, model tokens, pending actions by state,
+//! channels up and their restarts, uptime. Counters count since the daemon started. Behind
+//! the API token unless `[http] metrics_public = true`.
 
 use std::fmt::Write;
 
@@ -42,6 +44,70 @@ pub async fn metrics(State(api): State<Api>) -> Response {
         "gauge",
         "Side lanes running now.",
         &[(String::new(), status.lanes_running as f64)],
+    );
+    let outcomes: Vec<(String, f64)> = api
+        .inbox
+        .outcome_counts()
+        .into_iter()
+        .map(|(source, state, n)| {
+            (
+                format!("{{source=\"{}\",state=\"{state}\"}}", source.as_str()),
+                n as f64,
+            )
+        })
+        .collect();
+    metric(
+        "steward_events_terminal_total",
+        "counter",
+        "Events that reached a terminal state, by source and state.",
+        &outcomes,
+    );
+    let (steps, seconds) = api.status.steps_done();
+    metric(
+        "steward_steps_total",
+        "counter",
+        "Finished steps of the main trajectory.",
+        &[(String::new(), steps as f64)],
+    );
+    metric(
+        "steward_step_seconds_total",
+        "counter",
+        "Time spent in finished steps.",
+        &[(String::new(), seconds)],
+    );
+    let calls: Vec<(String, f64)> = api
+        .confirmations
+        .pipeline
+        .call_counts()
+        .into_iter()
+        .map(|(tool, status, n)| {
+            let outcome = serde_json::to_value(status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            (
+                format!("{{tool=\"{}\",outcome=\"{outcome}\"}}", escape(&tool)),
+                n as f64,
+            )
+        })
+        .collect();
+    metric(
+        "steward_tool_calls_total",
+        "counter",
+        "Tool calls by tool and outcome.",
+        &calls,
+    );
+    let restarts: Vec<(String, f64)> = api
+        .status
+        .restarts()
+        .into_iter()
+        .map(|(channel, n)| (format!("{{channel=\"{}\"}}", escape(&channel)), n as f64))
+        .collect();
+    metric(
+        "steward_channel_restarts_total",
+        "counter",
+        "Times a channel went into backoff.",
+        &restarts,
     );
     let tokens = status.tokens_total;
     metric(
