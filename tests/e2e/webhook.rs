@@ -423,6 +423,7 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
         "steward_events_terminal_total{source=\"user\",state=\"merged\"}",
         "steward_tool_calls_total{tool=\"http_request\",outcome=\"ok\"} 1",
         "steward_steps_total ",
+        "steward_ledger_actions{state=\"completed\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} missing in:\n{metrics}");
     }

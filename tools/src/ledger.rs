@@ -222,6 +222,28 @@ impl Ledger {
         Ok(unknown)
     }
 
+    /// How many recorded actions are in each state (a scan: the ledger holds only the
+    /// retention window).
+    pub fn state_counts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, LedgerError> {
+        let mut counts = std::collections::BTreeMap::new();
+        for item in self.tree.iter() {
+            let (_, bytes) = item?;
+            let entry: LedgerEntry = serde_json::from_slice(&bytes)?;
+            let state = match entry.state {
+                ActionState::Prepared => "prepared",
+                ActionState::Confirmed => "confirmed",
+                ActionState::InProgress { .. } => "in_progress",
+                ActionState::Completed { .. } => "completed",
+                ActionState::Failed { .. } => "failed",
+                ActionState::Unknown => "unknown",
+            };
+            *counts.entry(state).or_default() += 1;
+        }
+        Ok(counts)
+    }
+
     /// Removes settled records not touched for `retention`.
     pub fn purge(&self, retention: Duration) -> Result<usize, LedgerError> {
         let cutoff = now_ms() - retention.as_millis() as i64;

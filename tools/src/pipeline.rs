@@ -142,6 +142,15 @@ impl ToolPipeline {
         }))
     }
 
+    /// The idempotency ledger's actions by state (empty without a ledger).
+    pub fn ledger_states(&self) -> Vec<(&'static str, u64)> {
+        self.ledger
+            .as_ref()
+            .and_then(|ledger| ledger.state_counts().ok())
+            .map(|counts| counts.into_iter().collect())
+            .unwrap_or_default()
+    }
+
     /// How many calls ended how, by tool, since start.
     pub fn call_counts(&self) -> Vec<(String, ToolStatus, u64)> {
         self.calls

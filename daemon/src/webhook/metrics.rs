@@ -1,6 +1,7 @@
 //! `/metrics` in the Prometheus text format: what `steward status` knows, as numbers —
 //! inbox depth, events accepted and their terminal states by source, step count and
-//! duration, tool calls by tool and outcome, model tokens, pending actions by state,
+//! duration, tool calls by tool and outcome, ledger actions by state, model tokens, pending
+//! actions by state,
 //! channels up and their restarts, uptime. Counters count since the daemon started. Behind
 //! the API token unless `[http] metrics_public = true`.
 
@@ -96,6 +97,19 @@ pub async fn metrics(State(api): State<Api>) -> Response {
         "counter",
         "Tool calls by tool and outcome.",
         &calls,
+    );
+    let ledger: Vec<(String, f64)> = api
+        .confirmations
+        .pipeline
+        .ledger_states()
+        .into_iter()
+        .map(|(state, n)| (format!("{{state=\"{state}\"}}"), n as f64))
+        .collect();
+    metric(
+        "steward_ledger_actions",
+        "gauge",
+        "Actions in the idempotency ledger (its retention window), by state.",
+        &ledger,
     );
     let restarts: Vec<(String, f64)> = api
         .status
