@@ -1,9 +1,8 @@
 //! `/metrics` in the Prometheus text format: what `steward status` knows, as numbers —
 //! inbox depth, events accepted and their terminal states by source, step count and
 //! duration, tool calls by tool and outcome, ledger actions by state, model tokens, pending
-//! actions by state,
-//! channels up and their restarts, uptime. Counters count since the daemon started. Behind
-//! the API token unless `[http] metrics_public = true`.
+//! actions by state, channels up and their restarts, uptime. Counters count since the
+//! daemon started. Behind the API token unless `[http] metrics_public = true`.
 
 use std::fmt::Write;
 
