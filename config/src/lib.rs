@@ -48,6 +48,8 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// `/metrics` without the API token (for a local Prometheus); off by default.
     pub metrics_public: bool,
+    /// Longest a request may take, reading its body included (default 30 s).
+    pub request_timeout: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

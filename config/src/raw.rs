@@ -40,6 +40,7 @@ pub(crate) struct RawHttpServer {
     pub max_body_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     pub metrics_public: bool,
+    pub request_timeout_secs: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

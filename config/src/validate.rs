@@ -42,6 +42,12 @@ fn resolve_http(
                 listen: address,
                 max_body_bytes: max_body,
                 metrics_public: raw.as_ref().is_some_and(|h| h.metrics_public),
+                request_timeout: Duration::from_secs(
+                    match raw.as_ref().and_then(|h| h.request_timeout_secs.as_ref()) {
+                        Some(secs) => in_range("http.request_timeout_secs", secs, 1, 3600)?,
+                        None => 30,
+                    },
+                ),
             })
         }
     };

@@ -507,3 +507,28 @@ async fn the_sender_policy_decides_trust_and_refusals_are_recorded() {
     });
     assert_eq!(trust, Some(steward_events::Trust::Trusted));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_body_times_out_and_stores_nothing() {
+    use std::io::{Read, Write};
+    let daemon = TestDaemon::start_with_env(
+        &config("").replace("[http]\n", "[http]\nrequest_timeout_secs = 1\n"),
+        &[
+            ("STEWARD_TEST_GH_SECRET", GITHUB_SECRET),
+            ("STEWARD_TEST_STRIPE_SECRET", STRIPE_SECRET),
+        ],
+    );
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    stream
+        .write_all(b"POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"par")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = [0u8; 64];
+    let n = stream.read(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(webhook_events(&daemon).await.is_empty());
+}

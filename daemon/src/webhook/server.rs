@@ -6,7 +6,7 @@
 //! of the same delivery id. Refusals store nothing: 401 with an empty body for failed
 //! authentication (the reason goes to the log), 413 for a body over the route's limit, 429
 //! with `Retry-After` over the route's rate, 404 for an unknown route, 503 when the inbox
-//! cannot take the event.
+//! cannot take the event, 408 for a request over `request_timeout_secs` (a trickled body).
 //!
 //! The server runs when the config has an `[http]` table or webhook routes; its address
 //! (port 0 picks a free one) is written to `DATA_DIR/http.addr` and shown in `steward
@@ -145,7 +145,11 @@ pub async fn start(
         .route("/readyz", get(ready))
         .with_state(state)
         .merge(super::api::routes(api, http.metrics_public))
-        .layer(DefaultBodyLimit::max(largest));
+        .layer(DefaultBodyLimit::max(largest))
+        .layer(axum::middleware::from_fn_with_state(
+            http.request_timeout,
+            within_deadline,
+        ));
     let listener = tokio::net::TcpListener::bind(&http.listen)
         .await
         .map_err(|source| HttpError::Bind {
@@ -168,6 +172,22 @@ pub async fn start(
             warn!(error = %e, "the HTTP server stopped");
         }
     })
+}
+
+/// Bounds one request (reading its body included, `[http] request_timeout_secs`): a client
+/// that trickles its body gets 408. The event stream is exempt: it is meant to stay open.
+async fn within_deadline(
+    State(deadline): State<std::time::Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.uri().path() == "/v1/stream" {
+        return next.run(request).await;
+    }
+    match tokio::time::timeout(deadline, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => StatusCode::REQUEST_TIMEOUT.into_response(),
+    }
 }
 
 async fn ready(State(state): State<AppState>) -> Response {
