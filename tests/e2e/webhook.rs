@@ -532,3 +532,86 @@ async fn a_trickled_body_times_out_and_stores_nothing() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(webhook_events(&daemon).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_and_standard_routes_readiness_and_a_denial_over_http() {
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let daemon = TestDaemon::start_with_env(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"ci\"\nauth = \"bearer\"\nsecret_env = \"T_BEARER\"\n\n[[webhook.routes]]\nname = \"std\"\nauth = \"standard\"\nsecret_env = \"T_STD\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+        &[("T_BEARER", "ci-token"), ("T_STD", secret)],
+    );
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let bearer = |token: &str, key: &str| {
+        client
+            .post(format!("{base}/hooks/ci"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .body("{}")
+    };
+    assert_eq!(bearer("ci-token", "k1").send().await.unwrap().status(), 202);
+    assert_eq!(bearer("ci-token", "k1").send().await.unwrap().status(), 200);
+    assert_eq!(bearer("nope", "k2").send().await.unwrap().status(), 401);
+
+    // Standard Webhooks: signed now with the specification's secret.
+    let now = chrono::Utc::now().timestamp();
+    let body = r#"{"test": 2432232314}"#;
+    let key = steward_daemon::webhook::verify::base64_decode(secret.trim_start_matches("whsec_"))
+        .unwrap();
+    let signed = format!("msg_1.{now}.{body}");
+    let signature =
+        steward_daemon::webhook::verify::base64_encode(&hmac_sha256(&key, signed.as_bytes()));
+    let response = client
+        .post(format!("{base}/hooks/std"))
+        .header("webhook-id", "msg_1")
+        .header("webhook-timestamp", now.to_string())
+        .header("webhook-signature", format!("v1,{signature}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    assert_eq!(
+        webhook_events(&daemon).await.len(),
+        3,
+        "two stored, one duplicate"
+    );
+
+    assert_eq!(
+        client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    // A pending action denied over HTTP does not run.
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/x", recorder.port), "body": "b"});
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "http_request",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    let id = line["pending_id"].as_str().unwrap();
+    let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    let denied = client
+        .post(format!("{base}/v1/pending/{id}/deny"))
+        .bearer_auth(&token)
+        .body(r#"{"reason":"not now"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 200);
+    let row: Value = serde_json::from_slice(&denied.bytes().await.unwrap()).unwrap();
+    assert_eq!(row["state"], "denied", "{row}");
+    assert!(recorder.seen().is_empty());
+}
