@@ -16,9 +16,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use steward_daemon::protocol::{Request, Response};
 use tokio::time::Instant;
 
 mod support;
-use support::{cpu_time, ms, percentile, status_mb, wait_ready};
+use support::{cpu_time, ms, percentile, spawn_daemon, status_mb};
 
 /// What the model does: `calls_left` more tool calls (one per response), then a text. The
 /// driver sets `calls_left` before each turn; compaction calls are answered with a summary.
@@ -163,26 +162,7 @@ impl Daemon {
         let config = format!(
             "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}/v1\"\nmodel = \"bench\"\n{extra_config}"
         );
-        std::fs::write(dir.path().join("config.toml"), config).unwrap();
-        let notify_path = dir.path().join("notify.sock");
-        let notify = UnixDatagram::bind(&notify_path).unwrap();
-        notify
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_steward"))
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--config")
-            .arg(dir.path().join("config.toml"))
-            .arg("run")
-            .env("NOTIFY_SOCKET", &notify_path)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        wait_ready(&notify).expect("READY=1 within 30 s");
+        let (child, _) = spawn_daemon(dir.path(), &config, &[]);
         Self { child, dir }
     }
 

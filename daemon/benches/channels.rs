@@ -8,14 +8,13 @@
 //! Run: `cargo bench -p steward-daemon --bench channels` (add `-- quick` for a short run).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
-use std::os::unix::net::UnixDatagram;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 mod support;
-use support::{cpu_time, ms, status_mb, wait_ready};
+use support::{cpu_time, ms, spawn_daemon, status_mb};
 
 /// Starts the daemon on `config`; returns it, its data dir and the time to READY=1.
 fn start(config: &str) -> (Child, tempfile::TempDir, Duration) {
@@ -23,28 +22,8 @@ fn start(config: &str) -> (Child, tempfile::TempDir, Duration) {
 }
 
 fn start_in(dir: tempfile::TempDir, config: &str) -> (Child, tempfile::TempDir, Duration) {
-    std::fs::write(dir.path().join("config.toml"), config).unwrap();
-    let notify_path = dir.path().join("notify.sock");
-    let notify = UnixDatagram::bind(&notify_path).unwrap();
-    notify
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(dir.path().join("config.toml"))
-        .arg("run")
-        .env("NOTIFY_SOCKET", &notify_path)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_ready(&notify).expect("READY=1");
-    (child, dir, started.elapsed())
+    let (child, ready) = spawn_daemon(dir.path(), config, &[]);
+    (child, dir, ready)
 }
 
 /// 10,000 daily jobs spread over the day, none due in the next hour.

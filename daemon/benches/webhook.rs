@@ -6,8 +6,7 @@
 //! Run: `cargo bench -p steward-daemon --bench webhook` (add `-- quick` for a short run).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
-use std::os::unix::net::UnixDatagram;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,34 +14,14 @@ use steward_daemon::webhook::verify::{hmac_sha256, to_hex};
 use tokio::time::Instant;
 
 mod support;
-use support::{ms, percentile, status_mb, wait_ready};
+use support::{ms, percentile, spawn_daemon, status_mb};
 
 const SECRET: &str = "bench secret";
 
 fn start() -> (Child, tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let config = "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"gh\"\nauth = \"github\"\nsecret_env = \"BENCH_SECRET\"\nrate_per_min = 1000000\n";
-    std::fs::write(dir.path().join("config.toml"), config).unwrap();
-    let notify_path = dir.path().join("notify.sock");
-    let notify = UnixDatagram::bind(&notify_path).unwrap();
-    notify
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--config")
-        .arg(dir.path().join("config.toml"))
-        .arg("run")
-        .env("NOTIFY_SOCKET", &notify_path)
-        .env("BENCH_SECRET", SECRET)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_ready(&notify).expect("READY=1");
+    let (child, _) = spawn_daemon(dir.path(), config, &[("BENCH_SECRET", SECRET)]);
     let address = std::fs::read_to_string(dir.path().join("http.addr")).unwrap();
     (child, dir, format!("http://{address}/hooks/gh"))
 }

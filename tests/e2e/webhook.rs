@@ -51,6 +51,12 @@ fn github_post(
         .body(body.to_owned())
 }
 
+/// GET a `/v1` route with the token; its JSON body.
+async fn get_json(client: &reqwest::Client, url: String, token: &str) -> Value {
+    let response = client.get(url).bearer_auth(token).send().await.unwrap();
+    serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
+}
+
 async fn webhook_events(daemon: &TestDaemon) -> Vec<steward_daemon::protocol::EventRow> {
     daemon
         .events()
@@ -350,18 +356,7 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
     assert_eq!(line["outcome"], "pending", "{line}");
     let id = line["pending_id"].as_str().unwrap();
-    let listed: Value = serde_json::from_slice(
-        &client
-            .get(format!("{base}/v1/pending"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let listed: Value = get_json(&client, format!("{base}/v1/pending"), &token).await;
     assert_eq!(listed[0]["id"], id);
     let confirm = |client: &reqwest::Client| {
         client
@@ -375,32 +370,10 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     assert_eq!(recorder.seen().len(), 1);
 
     // Listings as the CLI's --json, as JSON arrays.
-    let events: Value = serde_json::from_slice(
-        &client
-            .get(format!("{base}/v1/events?limit=1"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let events: Value = get_json(&client, format!("{base}/v1/events?limit=1"), &token).await;
     assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
     assert!(events[0]["state"].is_string());
-    let items: Value = serde_json::from_slice(
-        &client
-            .get(format!("{base}/v1/trajectory?limit=3"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let items: Value = get_json(&client, format!("{base}/v1/trajectory?limit=3"), &token).await;
     assert_eq!(items.as_array().unwrap().len(), 3, "{items}");
 
     // Metrics: Prometheus text behind the token.

@@ -1,7 +1,10 @@
-//! Helpers the benchmarks share: percentiles, formatting, and reading a process's memory.
+//! Helpers the benchmarks share: starting the daemon, percentiles, formatting, and reading a
+//! process's memory and CPU time.
 #![allow(dead_code)] // each benchmark uses some of these
 
 use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -45,4 +48,33 @@ pub fn cpu_time(pid: u32) -> Duration {
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     // The kernel reports clock ticks; USER_HZ is 100 on Linux.
     Duration::from_millis(ticks * 10)
+}
+
+/// Starts the real binary on `dir` with `config` written to `dir/config.toml` and `env`
+/// set; returns once it reported READY=1, with the time that took.
+pub fn spawn_daemon(dir: &Path, config: &str, env: &[(&str, &str)]) -> (Child, Duration) {
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    let notify_path = dir.join("notify.sock");
+    let _ = std::fs::remove_file(&notify_path);
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .arg("run")
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("RUST_LOG", "error")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_ready(&notify).expect("READY=1");
+    (child, started.elapsed())
 }
