@@ -268,6 +268,16 @@ pub struct ModelConfig {
     pub max_output_tokens: u64,
 }
 
+/// Names of jobs, watches and webhook routes: 1-64 ASCII letters, digits, `-` or `_`
+/// (they appear in channels, URLs and tool arguments).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// The context window of well-known models, for when `context_window_tokens` is not set.
 /// Unknown models (most local ones) get a conservative 32k.
 pub fn known_context_window(provider: ModelProvider, model: &str) -> u64 {

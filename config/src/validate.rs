@@ -55,11 +55,7 @@ fn resolve_http(
     for (i, route) in routes.into_iter().enumerate() {
         let key = |name: &str| format!("webhook.routes[{i}].{name}");
         let name = route.name.get_ref().clone();
-        let valid_name = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let valid_name = crate::is_plain_name(&name);
         if !valid_name || resolved.iter().any(|r| r.name == name) {
             return Err(ConfigError::invalid(
                 key("name"),
@@ -149,11 +145,7 @@ fn resolve_watches(
     for (i, watch) in watches.into_iter().enumerate() {
         let key = |name: &str| format!("watch[{i}].{name}");
         let name = watch.name.get_ref().clone();
-        let valid_name = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let valid_name = crate::is_plain_name(&name);
         if !valid_name || resolved.iter().any(|w| w.name == name) {
             return Err(ConfigError::invalid(
                 key("name"),
@@ -225,11 +217,7 @@ fn resolve_cron_jobs(
     for (i, job) in jobs.into_iter().enumerate() {
         let key = |name: &str| format!("cron[{i}].{name}");
         let name = job.name.get_ref().clone();
-        let valid_name = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let valid_name = crate::is_plain_name(&name);
         if !valid_name {
             return Err(ConfigError::invalid(
                 key("name"),

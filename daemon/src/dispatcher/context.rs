@@ -104,6 +104,12 @@ fn json_len(value: &serde_json::Value) -> usize {
     counter.0
 }
 
+/// The prompt's constant part for a tool list: the system text and the schemas.
+fn fixed_bytes(tools: &[ToolSpec]) -> usize {
+    crate::brain::prompt::system_text(tools).len()
+        + serde_json::to_string(tools).map_or(0, |t| t.len())
+}
+
 /// Where to cut the view for compaction, or `None` when it fits (or nothing older than the
 /// newest item is left to compact). `sizes` are the items' token estimates, `results` marks
 /// tool results, `fixed` is the prompt's constant part (system text and tools).
@@ -136,6 +142,8 @@ pub fn compaction_cut(sizes: &[u64], results: &[bool], fixed: u64, budget: u64) 
 #[derive(Debug)]
 pub struct ContextView {
     tools: Arc<Vec<ToolSpec>>,
+    /// Bytes of the prompt's constant part (system text and tool schemas) for `tools`.
+    fixed_bytes: usize,
     items: Vec<TrajectoryItem>,
     bytes: Vec<usize>,
 }
@@ -144,10 +152,15 @@ impl ContextView {
     pub fn new(tools: Arc<Vec<ToolSpec>>, items: Vec<TrajectoryItem>) -> Self {
         let bytes = items.iter().map(item_bytes).collect();
         Self {
+            fixed_bytes: fixed_bytes(&tools),
             tools,
             items,
             bytes,
         }
+    }
+
+    pub fn fixed_bytes(&self) -> usize {
+        self.fixed_bytes
     }
 
     pub fn tools(&self) -> &Arc<Vec<ToolSpec>> {
@@ -168,19 +181,14 @@ impl ContextView {
     }
 
     /// See [`compaction_cut`].
-    pub fn cut(
-        &self,
-        fixed_bytes: usize,
-        budget: u64,
-        estimator: &TokenEstimator,
-    ) -> Option<usize> {
+    pub fn cut(&self, budget: u64, estimator: &TokenEstimator) -> Option<usize> {
         let sizes: Vec<u64> = self.bytes.iter().map(|b| estimator.tokens(*b)).collect();
         let results: Vec<bool> = self
             .items
             .iter()
             .map(|i| matches!(i.kind, ItemKind::ToolResult { .. }))
             .collect();
-        let cut = compaction_cut(&sizes, &results, estimator.tokens(fixed_bytes), budget)?;
+        let cut = compaction_cut(&sizes, &results, estimator.tokens(self.fixed_bytes), budget)?;
         // A lone summary cannot be compacted any further.
         let only_a_summary = cut == 1 && matches!(self.items[0].kind, ItemKind::Summary { .. });
         (!only_a_summary).then_some(cut)
@@ -189,6 +197,7 @@ impl ContextView {
     /// Replaces the items before `cut` with the summary that covers them. The prompt is
     /// rewritten anyway, so the tools are brought up to date too.
     pub fn compact(&mut self, cut: usize, summary: TrajectoryItem, tools: Arc<Vec<ToolSpec>>) {
+        self.fixed_bytes = fixed_bytes(&tools);
         self.tools = tools;
         self.items.drain(..cut);
         self.bytes.drain(..cut);

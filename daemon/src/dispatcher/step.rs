@@ -112,10 +112,6 @@ impl StepRunner {
             last_message,
             usage: step_usage,
         } = state;
-        let tools = view.tools().clone();
-        // The prompt's constant part: system text and tool schemas.
-        let fixed_bytes = prompt::system_text(&tools).len()
-            + serde_json::to_string(tools.as_slice()).map_or(0, |t| t.len());
         let mut ctx = ExecutionContext {
             files: self.files.clone(),
             trajectory: trajectory.id().clone(),
@@ -171,13 +167,13 @@ impl StepRunner {
         };
         for round in 0..self.max_model_calls {
             if self.brain.history_items() > 0
-                && !self
-                    .fit_context(trajectory, step, view, fixed_bytes, cancel)
-                    .await?
+                && !self.fit_context(trajectory, step, view, cancel).await?
             {
                 return Ok(cancelled());
             }
-            let prompt_bytes = fixed_bytes + view.bytes();
+            // The tools can change at a compaction: read them from the view each round.
+            let tools = view.tools().clone();
+            let prompt_bytes = view.fixed_bytes() + view.bytes();
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
@@ -330,10 +326,9 @@ impl StepRunner {
         trajectory: &Trajectory,
         step: u64,
         view: &mut ContextView,
-        fixed_bytes: usize,
         cancel: &CancellationToken,
     ) -> Result<bool, StepError> {
-        let Some(cut) = view.cut(fixed_bytes, self.prompt_budget, &self.estimator) else {
+        let Some(cut) = view.cut(self.prompt_budget, &self.estimator) else {
             return Ok(true);
         };
         let covered = &view.items()[..cut];

@@ -176,15 +176,11 @@ impl Supervisor {
             })
             .collect();
         let offered = tools.len();
-        for rejected in self.registry.replace_source(&self.source(), tools) {
-            warn!(server = %self.server.name, error = %rejected, "an MCP tool was refused");
+        let rejected = self.registry.replace_source(&self.source(), tools);
+        for error in &rejected {
+            warn!(server = %self.server.name, error = %error, "an MCP tool was refused");
         }
-        let loaded = self
-            .registry
-            .contracts()
-            .iter()
-            .filter(|c| c.source == self.source())
-            .count();
+        let loaded = offered - rejected.len();
         info!(server = %self.server.name, offered, loaded, "MCP tools loaded");
         self.status
             .set_channel(&self.channel(), &format!("ready ({loaded} tools)"));

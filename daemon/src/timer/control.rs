@@ -109,13 +109,7 @@ impl Scheduler {
 
     pub fn add(&self, new: NewJob) -> Result<JobRow, SchedulerError> {
         let now = Utc::now();
-        let valid_name = !new.name.is_empty()
-            && new.name.len() <= 64
-            && new
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !valid_name {
+        if !steward_config::is_plain_name(&new.name) {
             return Err(SchedulerError::Invalid(format!(
                 "{:?}: a job name is 1-64 letters, digits, '-' or '_'",
                 new.name
@@ -130,10 +124,7 @@ impl Scheduler {
             .map_err(|e| SchedulerError::Invalid(e.to_string()))?;
         let text = match (new.text, &new.action) {
             (Some(text), None) => text,
-            (None, Some(action)) => format!(
-                "scheduled job {}: {} {}",
-                new.name, action.tool, action.args
-            ),
+            (None, Some(action)) => super::jobs::action_text(&new.name, action),
             _ => {
                 return Err(SchedulerError::Invalid(
                     "give exactly one of a text (for the brain) and an action (a tool call)".into(),

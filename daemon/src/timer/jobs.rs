@@ -73,13 +73,13 @@ pub fn spec_from_config(
     parse_schedule(&job.schedule, Utc::now()).map_err(|e| ("schedule", e.to_string()))?;
     let (text, action) = match &job.what {
         CronWhat::Text(text) => (text.clone(), None),
-        CronWhat::Action { tool, args } => (
-            format!("scheduled job {}: {tool} {args}", job.name),
-            Some(ScheduledAction {
+        CronWhat::Action { tool, args } => {
+            let action = ScheduledAction {
                 tool: tool.clone(),
                 args: args.clone(),
-            }),
-        ),
+            };
+            (action_text(&job.name, &action), Some(action))
+        }
     };
     Ok(JobSpec {
         name: job.name.clone(),
@@ -92,6 +92,11 @@ pub fn spec_from_config(
         max_lateness_secs: job.max_lateness.as_secs(),
         enabled: job.enabled,
     })
+}
+
+/// How an action job's occurrence reads in the trajectory.
+pub fn action_text(job: &str, action: &ScheduledAction) -> String {
+    format!("scheduled job {job}: {} {}", action.tool, action.args)
 }
 
 #[derive(Clone, Debug)]

@@ -72,13 +72,7 @@ impl WatchRow {
 
     /// Checks a requested watch and fills in the defaults.
     fn to_config(&self) -> Result<WatchConfig, String> {
-        let valid_name = !self.name.is_empty()
-            && self.name.len() <= 64
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !valid_name {
+        if !steward_config::is_plain_name(&self.name) {
             return Err(format!(
                 "{:?}: a watch name is 1-64 letters, digits, '-' or '_'",
                 self.name
