@@ -76,6 +76,18 @@ pub enum SecretSource {
     File(PathBuf),
 }
 
+impl WatchConfig {
+    /// The kinds of change a watch can report (all of them when `events` is not given).
+    pub const EVENTS: [&'static str; 4] = ["create", "modify", "remove", "rename"];
+    /// `debounce_ms` when not given.
+    pub const DEFAULT_DEBOUNCE_MS: u64 = 500;
+
+    /// `text` when not given.
+    pub fn default_text(path: &Path) -> String {
+        format!("Files changed under {}.", path.display())
+    }
+}
+
 /// One `[[watch]]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchConfig {

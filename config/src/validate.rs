@@ -134,8 +134,6 @@ fn resolve_http(
     Ok((server, resolved))
 }
 
-const WATCH_EVENTS: [&str; 4] = ["create", "modify", "remove", "rename"];
-
 fn resolve_watches(
     watches: Vec<RawWatch>,
     at: LineOf<'_>,
@@ -162,11 +160,17 @@ fn resolve_watches(
             ));
         }
         let events = match watch.events {
-            None => WATCH_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+            None => WatchConfig::EVENTS
+                .iter()
+                .map(|e| (*e).to_owned())
+                .collect(),
             Some(events) => {
                 let span = events.span();
                 let events = events.into_inner();
-                if let Some(bad) = events.iter().find(|e| !WATCH_EVENTS.contains(&e.as_str())) {
+                if let Some(bad) = events
+                    .iter()
+                    .find(|e| !WatchConfig::EVENTS.contains(&e.as_str()))
+                {
                     return Err(ConfigError::invalid(
                         key("events"),
                         at(span),
@@ -189,12 +193,12 @@ fn resolve_watches(
         };
         let debounce = match &watch.debounce_ms {
             Some(ms) => in_range(&key("debounce_ms"), ms, 10, 600_000)?,
-            None => 500,
+            None => WatchConfig::DEFAULT_DEBOUNCE_MS,
         };
         resolved.push(WatchConfig {
             text: watch
                 .text
-                .unwrap_or_else(|| format!("Files changed under {}.", path.display())),
+                .unwrap_or_else(|| WatchConfig::default_text(&path)),
             name,
             path,
             recursive: watch.recursive,

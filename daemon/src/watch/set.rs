@@ -20,8 +20,6 @@ use super::Watch;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, StoreError};
 
-const EVENTS: [&str; 4] = ["create", "modify", "remove", "rename"];
-
 /// A watch as `steward watch list --json` shows it (and as a runtime watch is stored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchRow {
@@ -81,7 +79,11 @@ impl WatchRow {
         if !self.path.is_absolute() {
             return Err(format!("{} is not an absolute path", self.path.display()));
         }
-        if let Some(bad) = self.events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
+        if let Some(bad) = self
+            .events
+            .iter()
+            .find(|e| !WatchConfig::EVENTS.contains(&e.as_str()))
+        {
             return Err(format!(
                 "{bad:?}: events are create, modify, remove and rename"
             ));
@@ -96,15 +98,22 @@ impl WatchRow {
             include: self.include.clone(),
             exclude: self.exclude.clone(),
             events: if self.events.is_empty() {
-                EVENTS.iter().map(|e| (*e).to_owned()).collect()
+                WatchConfig::EVENTS
+                    .iter()
+                    .map(|e| (*e).to_owned())
+                    .collect()
             } else {
                 self.events.clone()
             },
-            debounce: Duration::from_millis(self.debounce_ms.unwrap_or(500).clamp(10, 600_000)),
+            debounce: Duration::from_millis(
+                self.debounce_ms
+                    .unwrap_or(WatchConfig::DEFAULT_DEBOUNCE_MS)
+                    .clamp(10, 600_000),
+            ),
             text: self
                 .text
                 .clone()
-                .unwrap_or_else(|| format!("Files changed under {}.", self.path.display())),
+                .unwrap_or_else(|| WatchConfig::default_text(&self.path)),
             urgency: self.urgency.unwrap_or(Urgency::Queue),
         })
     }
