@@ -105,15 +105,19 @@ async fn a_burst_of_ten_thousand_files_makes_a_handful_of_events() {
     let daemon = TestDaemon::start_with(&watch_config(files.path(), ""));
     let dir = files.path().join("burst");
     std::fs::create_dir(&dir).unwrap();
+    let started = Instant::now();
     for i in 0..10_000 {
         std::fs::write(dir.join(format!("f{i}.txt")), "x").unwrap();
     }
+    // One event per 200 ms debounce window while the burst lasts (longer on a loaded
+    // machine), plus the window still open when it ends.
+    let windows = (started.elapsed().as_millis() / 200) as usize + 2;
     settle().await;
     settle().await;
     let events = watch_events(&daemon).await;
     assert!(
-        !events.is_empty() && events.len() <= 20,
-        "{} events for 10,000 files",
+        !events.is_empty() && events.len() <= windows.max(20),
+        "{} events for 10,000 files written over {windows} windows",
         events.len()
     );
     // Every event lists at most 200 paths and counts the rest.
