@@ -3,6 +3,7 @@
 //! error names the key and, where the file has it, the line — so a bad config can be fixed
 //! from the message alone. The daemon exits with code 78 (`EX_CONFIG`) on any of them.
 
+mod email;
 mod error;
 mod raw;
 mod validate;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use steward_events::{Urgency, UrgencyRule};
 
+pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
 
 /// The commented default configuration written by `steward init`.
@@ -39,6 +41,8 @@ pub struct Config {
     pub webhook_routes: Vec<WebhookRouteConfig>,
     /// `[senders]`: who is the owner, who is trusted, what happens to everyone else.
     pub senders: steward_events::SenderPolicy,
+    /// `[email]`: the email channel, when configured.
+    pub email: Option<EmailConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

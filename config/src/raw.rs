@@ -23,6 +23,7 @@ pub(crate) struct RawConfig {
     pub http: Option<RawHttpServer>,
     pub webhook: RawWebhook,
     pub senders: RawSenders,
+    pub email: Option<crate::email::RawEmail>,
 }
 
 #[derive(Debug, Default, Deserialize)]

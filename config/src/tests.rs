@@ -282,4 +282,63 @@ fn every_commented_example_in_the_default_config_is_valid() {
         steward_events::Urgency::Cancel
     );
     assert_eq!(config.tools.policy.len(), 1);
+    let email = config.email.expect("the [email] example");
+    assert_eq!(email.imap.port, 993);
+    assert_eq!(email.smtp.port, 587);
+    assert!(email.require_authentication);
+}
+
+#[test]
+fn email_tls_modes_pick_their_ports_and_plain_text_stays_on_loopback() {
+    let base = "[email]\nusername = \"a\"\npassword_env = \"P\"\naddress = \"a@example.com\"\n";
+    let config = Config::from_toml(
+        &format!("{base}imap_host = \"127.0.0.1\"\nimap_tls = \"none\"\nsmtp_tls = \"implicit\"\n"),
+        None,
+    )
+    .unwrap();
+    let email = config.email.unwrap();
+    assert_eq!((email.imap.port, email.imap.tls), (143, MailTls::None));
+    assert_eq!((email.smtp.port, email.smtp.tls), (465, MailTls::Implicit));
+    assert_eq!(
+        email.smtp.host, "127.0.0.1",
+        "smtp_host defaults to imap_host"
+    );
+    assert_eq!(email.mailbox, "INBOX");
+    assert_eq!(email.sent_mailbox, "Sent");
+    assert_eq!(email.max_message_bytes, 10 * 1024 * 1024);
+
+    let table: &[(&str, &str)] = &[
+        (
+            "imap_host = \"mail.example.com\"\nimap_tls = \"none\"\n",
+            "email.imap_tls",
+        ),
+        (
+            "imap_host = \"localhost\"\nsmtp_host = \"smtp.example.com\"\nsmtp_tls = \"none\"\n",
+            "email.smtp_tls",
+        ),
+        (
+            "imap_host = \"localhost\"\nimap_tls = \"ssl\"\n",
+            "email.imap_tls",
+        ),
+        (
+            "imap_host = \"localhost\"\nunknown_senders = \"drop\"\n",
+            "email.unknown_senders",
+        ),
+        (
+            "imap_host = \"localhost\"\nimap_port = 70000\n",
+            "email.imap_port",
+        ),
+    ];
+    for (extra, key) in table {
+        let error = error_of(&format!("{base}{extra}"));
+        assert!(error.contains(key), "{extra}: {error}");
+    }
+    let error = error_of(
+        "[email]\nimap_host = \"localhost\"\nusername = \"a\"\naddress = \"a@example.com\"\n",
+    );
+    assert!(error.contains("password_env"), "{error}");
+    let error = error_of(
+        "[email]\nimap_host = \"localhost\"\nusername = \"a\"\npassword_env = \"P\"\naddress = \"nobody\"\n",
+    );
+    assert!(error.contains("email.address"), "{error}");
 }

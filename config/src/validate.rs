@@ -302,9 +302,9 @@ use crate::{
 };
 
 /// Maps a span to its line (`None` for defaults without one).
-type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
+pub(crate) type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
 /// Checks a number against its bounds, naming the key.
-type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
+pub(crate) type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
 
 fn resolve_mcp_servers(
     servers: Vec<RawMcpServer>,
@@ -587,6 +587,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
     let watch = resolve_watches(raw.watch, &at, &in_range)?;
     let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
+    let email = match raw.email {
+        Some(email) => Some(crate::email::resolve(email, &at, &in_range)?),
+        None => None,
+    };
     let senders = steward_events::SenderPolicy {
         owner: raw.senders.owner,
         trusted: raw.senders.trusted,
@@ -615,6 +619,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         http,
         webhook_routes,
         senders,
+        email,
         tools: ToolsConfig {
             roots,
             confirm_expiry: Duration::from_secs(in_range(
