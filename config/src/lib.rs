@@ -80,6 +80,20 @@ pub enum SecretSource {
     File(PathBuf),
 }
 
+impl SecretSource {
+    /// The secret (a file's content without surrounding whitespace), or why it is missing.
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            SecretSource::Env(var) => {
+                std::env::var(var).map_err(|_| format!("the variable {var} is not set"))
+            }
+            SecretSource::File(path) => std::fs::read_to_string(path)
+                .map(|s| s.trim().to_owned())
+                .map_err(|e| format!("{}: {e}", path.display())),
+        }
+    }
+}
+
 impl WatchConfig {
     /// The kinds of change a watch can report (all of them when `events` is not given).
     pub const EVENTS: [&'static str; 4] = ["create", "modify", "remove", "rename"];

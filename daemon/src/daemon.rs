@@ -66,6 +66,8 @@ pub async fn run(
         scheduler,
         watches,
         interrupted_actions,
+        email,
+        pipeline,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     report_interrupted_actions(&inbox, interrupted_actions).await?;
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
@@ -146,6 +148,23 @@ pub async fn run(
                 fault.cancel();
             }
         });
+    }
+    if let Some(parts) = email {
+        crate::email::start(
+            parts,
+            crate::email::Wiring {
+                store: &store,
+                data_dir: &data_dir,
+                inbox: user_channel.inbox.clone(),
+                status: status.clone(),
+                replies: user_channel.replies.clone(),
+                confirmations: confirmations.clone(),
+                pipeline,
+                rules: Arc::new(config.urgency_rules.clone()),
+            },
+            &tasks,
+            shutdown.clone(),
+        )?;
     }
     tasks.spawn(user_channel.run(listener, shutdown.clone()));
     tasks.spawn(confirmations.run_expiry(shutdown.clone()));
@@ -253,10 +272,15 @@ fn registry(
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
+    email: Option<&crate::email::EmailParts>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
     let builder = crate::timer::tools::register(builder, scheduler);
+    let builder = match email {
+        Some(parts) => crate::email::tools::register(builder, &parts.account, &parts.mailer),
+        None => builder,
+    };
     let builder = crate::watch::tools::register(builder, watches)
         .select(Selection {
             profile: match tools.profile {
@@ -325,6 +349,10 @@ pub struct Core {
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
+    /// The email account and sender, when `[email]` is configured.
+    pub email: Option<crate::email::EmailParts>,
+    /// The tool pipeline (the email channel reconciles its ledger).
+    pub pipeline: ToolPipeline,
 }
 
 impl Core {
@@ -372,7 +400,17 @@ impl Core {
         };
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let watches = WatchSet::new(store.watch_tree()?, inbox.clone(), status.clone());
-        let tools = registry(config, store.memory_tree()?, &scheduler, &watches)?;
+        let email = match &config.email {
+            Some(email) => Some(email_parts(email)?),
+            None => None,
+        };
+        let tools = registry(
+            config,
+            store.memory_tree()?,
+            &scheduler,
+            &watches,
+            email.as_ref(),
+        )?;
         let pending = PendingStore::new(store.pending_tree()?);
         pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.
@@ -447,8 +485,33 @@ impl Core {
             scheduler,
             watches,
             interrupted_actions,
+            email,
+            pipeline,
         })
     }
+}
+
+/// The email account (its password and trust anchor read now: a missing one is a config
+/// problem) and its sender.
+fn email_parts(config: &steward_config::EmailConfig) -> anyhow::Result<crate::email::EmailParts> {
+    let account =
+        crate::email::account::Account::new(config.clone()).map_err(|e| ConfigProblem {
+            key: if format!("{e:#}").contains("ca_file") {
+                "email.ca_file".into()
+            } else {
+                match config.password {
+                    steward_config::SecretSource::Env(_) => "email.password_env".into(),
+                    steward_config::SecretSource::File(_) => "email.password_file".into(),
+                }
+            },
+            message: format!("{e:#}"),
+        })?;
+    let mailer =
+        crate::email::outbound::Mailer::new(account.clone()).map_err(|e| ConfigProblem {
+            key: "email.smtp_host".into(),
+            message: format!("{e:#}"),
+        })?;
+    Ok(crate::email::EmailParts { account, mailer })
 }
 
 fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {

@@ -10,6 +10,8 @@ pub mod client;
 pub mod confirmations;
 pub mod daemon;
 pub mod dispatcher;
+pub mod email;
+pub mod faults;
 pub mod instance_lock;
 pub mod logging;
 pub mod mcp;

@@ -242,9 +242,9 @@ impl From<&EventRecord> for EventRow {
                 (Some(trajectory.to_string()), Some(*seq), None)
             }
             EventState::Duplicate { of } => (None, None, Some(format!("duplicate of {of}"))),
-            EventState::Rejected { reason } | EventState::Missed { reason } => {
-                (None, None, Some(reason.clone()))
-            }
+            EventState::Rejected { reason }
+            | EventState::Missed { reason }
+            | EventState::Handled { outcome: reason } => (None, None, Some(reason.clone())),
             EventState::Dead { error } => (None, None, Some(error.clone())),
             EventState::Pending => (None, None, None),
         };

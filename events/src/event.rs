@@ -115,6 +115,9 @@ pub enum Payload {
         omitted: usize,
         text: String,
     },
+    /// A message from the mailbox: what a reply needs (addresses, ids, subject), the
+    /// attachments saved, and `text` as the brain reads it.
+    Email(Box<EmailMessage>),
     /// An occurrence of a scheduled job: its text for the brain, or a tool call run
     /// through the pipeline without the model (`action`).
     Scheduled {
@@ -127,6 +130,32 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<ScheduledAction>,
     },
+}
+
+/// An email as an event carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmailMessage {
+    /// Without angle brackets; `sha256-…` when the message had none.
+    pub message_id: String,
+    pub from: String,
+    pub to: Vec<String>,
+    pub subject: String,
+    /// The References a reply carries (this thread's ids, this message's last).
+    pub reply_references: Vec<String>,
+    /// How the sender was authenticated (`dkim (d=…)`, `dmarc (mx…)`), or why not.
+    pub authentication: String,
+    pub attachments: Vec<SavedAttachment>,
+    pub text: String,
+}
+
+/// An attachment written to the attachments directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedAttachment {
+    pub name: String,
+    pub content_type: String,
+    pub bytes: u64,
+    /// Where it was saved; `None` when it was not (over the size limit, or the disk failed).
+    pub path: Option<String>,
 }
 
 /// One changed path (relative to the watched directory) and how: `create`, `modify`,
@@ -154,6 +183,7 @@ impl Payload {
             | Payload::FileChanges { text, .. }
             | Payload::Webhook { text, .. }
             | Payload::Scheduled { text, .. } => text,
+            Payload::Email(email) => &email.text,
             Payload::LaneResult { summary, .. } => summary,
         }
     }
@@ -225,6 +255,9 @@ pub enum EventState {
     /// A scheduled occurrence that did not run (the daemon was down and the job's missed-run
     /// policy or lateness bound said so): recorded so that no occurrence vanishes silently.
     Missed { reason: String },
+    /// Taken care of by the channel itself, without the brain (an owner's answer by email to
+    /// a request for confirmation), with what came of it.
+    Handled { outcome: String },
 }
 
 impl EventState {
@@ -236,6 +269,7 @@ impl EventState {
             EventState::Rejected { .. } => "rejected",
             EventState::Dead { .. } => "dead",
             EventState::Missed { .. } => "missed",
+            EventState::Handled { .. } => "handled",
         }
     }
 
@@ -243,12 +277,13 @@ impl EventState {
         !matches!(self, EventState::Pending)
     }
 
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "pending",
         "merged",
         "duplicate",
         "rejected",
         "dead",
         "missed",
+        "handled",
     ];
 }

@@ -14,7 +14,10 @@ mod tool_call;
 mod trajectory;
 mod urgency;
 
-pub use event::{Event, EventState, FileChange, Payload, ScheduledAction, Sender, Source, Trust};
+pub use event::{
+    EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment, ScheduledAction, Sender,
+    Source, Trust,
+};
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};
 pub use senders::{SenderDecision, SenderPolicy, Unknown};

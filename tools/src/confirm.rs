@@ -127,6 +127,14 @@ impl PendingStore {
         Ok(action)
     }
 
+    /// The action a token was issued for (an answer by email carries the token, not the id).
+    pub fn find_by_token(&self, token: &str) -> Result<Option<PendingAction>, PendingError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .find(|a| !token.is_empty() && a.token.eq_ignore_ascii_case(token)))
+    }
+
     pub fn get(&self, id: &str) -> Result<PendingAction, PendingError> {
         match self.tree.get(id.as_bytes())? {
             Some(bytes) => Ok(serde_json::from_slice(&bytes)?),

@@ -222,6 +222,42 @@ impl Ledger {
         Ok(unknown)
     }
 
+    /// The actions whose outcome a crash left unknown, for a channel that can look (an email
+    /// channel searches its Sent mailbox).
+    pub fn unknown(&self) -> Result<Vec<LedgerEntry>, LedgerError> {
+        let mut unknown = Vec::new();
+        for item in self.tree.iter() {
+            let (_, bytes) = item?;
+            let entry: LedgerEntry = serde_json::from_slice(&bytes)?;
+            if entry.state == ActionState::Unknown {
+                unknown.push(entry);
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Settles an `unknown` action as completed with `result` once the world shows it
+    /// happened (reconciliation). Only `unknown` records change; returns whether it did.
+    pub fn settle_unknown(&self, key: &str, result: &ToolOutcome) -> Result<bool, LedgerError> {
+        let Some(current) = self.tree.get(key.as_bytes())? else {
+            return Ok(false);
+        };
+        let mut entry: LedgerEntry = serde_json::from_slice(&current)?;
+        if entry.state != ActionState::Unknown {
+            return Ok(false);
+        }
+        entry.state = ActionState::Completed {
+            result: result.clone(),
+        };
+        entry.updated_at_ms = now_ms();
+        let swapped = self.tree.compare_and_swap(
+            key.as_bytes(),
+            Some(current),
+            Some(serde_json::to_vec(&entry)?),
+        )?;
+        Ok(swapped.is_ok())
+    }
+
     /// How many recorded actions are in each state (a scan: the ledger holds only the
     /// retention window).
     pub fn state_counts(
@@ -375,6 +411,41 @@ mod tests {
             Begin::Run,
             "idempotent: may run again"
         );
+    }
+
+    #[test]
+    fn reconciliation_settles_only_unknown_actions_and_they_then_replay() {
+        let (_dir, ledger) = ledger();
+        let h = args_hash(&json!({}));
+        ledger
+            .begin("sent", "email_send", &h, false, MINUTE)
+            .unwrap();
+        ledger
+            .begin("lost", "email_send", &h, false, MINUTE)
+            .unwrap();
+        ledger.recover().unwrap();
+        let keys: Vec<String> = ledger
+            .unknown()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(keys, ["lost", "sent"]);
+        let found = ToolOutcome::ok(json!({"found_in_sent": true}));
+        assert!(ledger.settle_unknown("sent", &found).unwrap());
+        assert!(
+            !ledger.settle_unknown("sent", &found).unwrap(),
+            "settled once"
+        );
+        assert!(!ledger.settle_unknown("missing", &found).unwrap());
+        assert_eq!(
+            ledger
+                .begin("sent", "email_send", &h, false, MINUTE)
+                .unwrap(),
+            Begin::Replay(found),
+            "a settled send is never sent again"
+        );
+        assert_eq!(ledger.unknown().unwrap().len(), 1);
     }
 
     #[test]

@@ -90,6 +90,11 @@ impl ToolPipeline {
         self
     }
 
+    /// The idempotency ledger, for reconciliation after a crash.
+    pub fn ledger(&self) -> Option<&Ledger> {
+        self.ledger.as_ref()
+    }
+
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
     }

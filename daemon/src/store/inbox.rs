@@ -159,9 +159,10 @@ impl Inbox {
             .await
     }
 
-    /// Records an event straight into a terminal state (rejected, missed): durable, visible,
-    /// never processed. A missed occurrence's dedupe key is kept, like a pending event's, so
-    /// it is not recorded twice.
+    /// Records an event straight into a terminal state (rejected, dead, missed, handled):
+    /// durable, visible, never processed. Its dedupe key is kept, like a pending event's, so
+    /// that a channel reading the same input again (a mailbox rescanned) can tell it was
+    /// recorded.
     pub async fn record_terminal(
         &self,
         event: Event,
@@ -203,7 +204,7 @@ impl Inbox {
         };
         let bytes = encode(&record)?;
         let dedupe = match (&record.event.dedupe_key, &record.state) {
-            (Some(key), EventState::Pending | EventState::Missed { .. }) => Some((
+            (Some(key), state) if !matches!(state, EventState::Duplicate { .. }) => Some((
                 keys::dedupe(key),
                 encode(&DedupeEntry {
                     id: record.event.id,

@@ -170,6 +170,11 @@ impl Store {
         Ok(self.db.open_tree("pending_actions")?)
     }
 
+    /// The tree of the email channel's watermarks and outbox.
+    pub fn email_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("email")?)
+    }
+
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let ticket = self.note_write();

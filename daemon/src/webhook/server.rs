@@ -23,7 +23,7 @@ use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use steward_config::{HttpConfig, SecretSource, WebhookRouteConfig};
+use steward_config::{HttpConfig, WebhookRouteConfig};
 use steward_events::{Event, Payload, Sender, SenderDecision, SenderPolicy, Source, Trust};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -103,15 +103,7 @@ pub async fn start(
     let status = api.status.clone();
     let mut table = HashMap::new();
     for (index, config) in routes.iter().enumerate() {
-        let secret = match &config.secret {
-            SecretSource::Env(var) => {
-                std::env::var(var).map_err(|_| format!("the variable {var} is not set"))
-            }
-            SecretSource::File(path) => std::fs::read_to_string(path)
-                .map(|s| s.trim().to_owned())
-                .map_err(|e| format!("{}: {e}", path.display())),
-        }
-        .map_err(|reason| HttpError::Secret {
+        let secret = config.secret.read().map_err(|reason| HttpError::Secret {
             index,
             route: config.name.clone(),
             reason,
