@@ -232,6 +232,16 @@ pub struct EventRow {
     /// Why it is `duplicate` (of which event), `rejected` or `dead`.
     pub detail: Option<String>,
     pub text: String,
+    /// Who sent it, as authenticated (`me@example.com`, `webhook:github`, `uid:1000`).
+    #[serde(default)]
+    pub sender: String,
+    /// `owner`, `trusted` or `untrusted`.
+    #[serde(default = "untrusted")]
+    pub trust: steward_events::Trust,
+}
+
+fn untrusted() -> steward_events::Trust {
+    steward_events::Trust::Untrusted
 }
 
 impl From<&EventRecord> for EventRow {
@@ -260,6 +270,8 @@ impl From<&EventRecord> for EventRow {
             trajectory_seq,
             detail,
             text: e.payload.text().to_owned(),
+            sender: e.sender.identity.clone(),
+            trust: e.trust,
         }
     }
 }

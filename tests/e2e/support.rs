@@ -315,3 +315,54 @@ impl HttpRequest {
             .map(|(_, v)| v.as_str())
     }
 }
+
+impl TestDaemon {
+    /// Polls `steward status` until `done` holds (30 s at most).
+    pub async fn wait_for_status(
+        &self,
+        what: &str,
+        done: impl Fn(&StatusReport) -> bool,
+    ) -> StatusReport {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let status = self.status().await;
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; status: {status:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The state `steward status` shows for a channel.
+    pub async fn channel_state(&self, name: &str) -> Option<String> {
+        self.status()
+            .await
+            .channels
+            .into_iter()
+            .find(|c| c.name == name)
+            .map(|c| c.state)
+    }
+
+    /// Waits for the process to end by itself (a failpoint aborted it), 60 s at most.
+    pub fn wait_for_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the daemon did not stop by itself");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Gives up the data dir (the process must have ended) for a restart.
+    pub fn into_dir(mut self) -> TempDir {
+        self.kill9();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+}

@@ -20,6 +20,9 @@ answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 status() { answers 10143 && answers 10025; }
 
 start() {
+    # Test processes start the stack concurrently: one starts it, the others wait.
+    exec 9>"${STACK_DIR}.lock"
+    flock 9
     if status; then return 0; fi
     for bin in dovecot smtpd openssl; do
         command -v "$bin" >/dev/null || {
