@@ -57,10 +57,19 @@ pub fn config(assistant: &str, owner: &str, extra: &str) -> String {
 }
 
 /// A plain-text message; `authenticated` adds the stack MTA's pass for the From domain.
-pub fn message(from: &str, to: &str, subject: &str, body: &str, extra_headers: &str, authenticated: bool) -> String {
+pub fn message(
+    from: &str,
+    to: &str,
+    subject: &str,
+    body: &str,
+    extra_headers: &str,
+    authenticated: bool,
+) -> String {
     let domain = from.rsplit_once('@').map_or("", |(_, d)| d);
     let results = if authenticated {
-        format!("Authentication-Results: {AUTHSERV}; dkim=pass header.d={domain}; spf=pass smtp.mailfrom={from}\r\n")
+        format!(
+            "Authentication-Results: {AUTHSERV}; dkim=pass header.d={domain}; spf=pass smtp.mailfrom={from}\r\n"
+        )
     } else {
         String::new()
     };
@@ -86,16 +95,25 @@ pub async fn deliver(from: &str, to: &str, raw: &[u8]) {
         .timeout(Some(Duration::from_secs(60)))
         .build();
     let envelope = Envelope::new(Some(from.parse().unwrap()), vec![to.parse().unwrap()]).unwrap();
-    transport.send_raw(&envelope, raw).await.expect("SMTP delivery");
+    transport
+        .send_raw(&envelope, raw)
+        .await
+        .expect("SMTP delivery");
 }
 
 pub type Session = async_imap::Session<tokio::net::TcpStream>;
 
 pub async fn imap(user: &str) -> Session {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", 10143)).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", 10143))
+        .await
+        .unwrap();
     let mut client = async_imap::Client::new(tcp);
     client.read_response().await.unwrap();
-    client.login(user, PASSWORD).await.map_err(|(e, _)| e).unwrap()
+    client
+        .login(user, PASSWORD)
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap()
 }
 
 /// Every message in `mailbox` of `user`, oldest first.
@@ -122,14 +140,22 @@ pub async fn messages(user: &str, mailbox: &str) -> Vec<String> {
 }
 
 /// Waits (60 s at most) until `mailbox` of `user` has messages for which `done` holds.
-pub async fn wait_for_messages(user: &str, mailbox: &str, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+pub async fn wait_for_messages(
+    user: &str,
+    mailbox: &str,
+    what: &str,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let found = messages(user, mailbox).await;
         if done(&found) {
             return found;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what} in {user}/{mailbox}: {found:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what} in {user}/{mailbox}: {found:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -355,7 +355,10 @@ impl TestDaemon {
             if let Some(status) = child.try_wait().expect("wait") {
                 return status;
             }
-            assert!(Instant::now() < deadline, "the daemon did not stop by itself");
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not stop by itself"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
