@@ -624,3 +624,88 @@ async fn a_wrong_password_backs_off_shows_why_and_does_not_spin() {
         "{attempts} login attempts in 8 s"
     );
 }
+
+/// A TCP proxy in front of Dovecot's IMAPS port that can play a server restart: drop every
+/// connection and refuse new ones until it is back.
+struct FlakyProxy {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::broadcast::Sender<()>,
+}
+
+impl FlakyProxy {
+    async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (cut, _) = tokio::sync::broadcast::channel(4);
+        let (flag, cuts) = (up.clone(), cut.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: connection closed at once
+                }
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.recv() => {}
+                    }
+                });
+            }
+        });
+        Self { port, up, cut }
+    }
+
+    fn down(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.cut.send(());
+    }
+
+    fn back_up(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restart_backs_off_shows_why_and_resumes_without_losing_mail() {
+    let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
+    mail::stack();
+    let proxy = FlakyProxy::start(10993).await;
+    let config = mail::config(&assistant, &owner, "require_authentication = false\n")
+        .replace("imap_port = 10993", &format!("imap_port = {}", proxy.port));
+    let daemon = TestDaemon::start_with_env(&config, &[(PASSWORD_ENV, PASSWORD)]);
+    let idle = |s: &steward_daemon::protocol::StatusReport| {
+        s.channels
+            .iter()
+            .any(|c| c.name == "email" && c.state == "idle")
+    };
+    daemon.wait_for_status("idle", idle).await;
+
+    proxy.down();
+    let status = daemon
+        .wait_for_status("backoff", |s| {
+            s.channels
+                .iter()
+                .any(|c| c.name == "email" && c.state.starts_with("backoff"))
+        })
+        .await;
+    eprintln!("while the server is down: {:?}", status.channels);
+    // Mail that arrives while the server is "down" is picked up once it is back.
+    let raw = mail::message(&owner, &assistant, "during the outage", "x", "", false);
+    mail::deliver(&owner, &assistant, raw.as_bytes()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(email_events(&daemon.events().await).is_empty());
+    proxy.back_up();
+    let events = wait_for_email_events(&daemon, 1).await;
+    assert!(events[0].text.contains("during the outage"));
+    daemon.wait_for_status("idle again", idle).await;
+}

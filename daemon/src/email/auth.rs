@@ -257,6 +257,107 @@ mod tests {
         }
     }
 
+    /// A TXT cache standing in for DNS: the test publishes its DKIM key here.
+    #[derive(Default)]
+    struct TxtCache(std::sync::Mutex<std::collections::HashMap<Box<str>, mail_auth::Txt>>);
+
+    impl mail_auth::ResolverCache<Box<str>, mail_auth::Txt> for TxtCache {
+        fn get<Q>(&self, name: &Q) -> Option<mail_auth::Txt>
+        where
+            Box<str>: std::borrow::Borrow<Q>,
+            Q: std::hash::Hash + Eq + ?Sized,
+        {
+            self.0.lock().ok()?.get(name).cloned()
+        }
+
+        fn remove<Q>(&self, name: &Q) -> Option<mail_auth::Txt>
+        where
+            Box<str>: std::borrow::Borrow<Q>,
+            Q: std::hash::Hash + Eq + ?Sized,
+        {
+            self.0.lock().ok()?.remove(name)
+        }
+
+        fn insert(&self, key: Box<str>, value: mail_auth::Txt, _: std::time::Instant) {
+            if let Ok(mut map) = self.0.lock() {
+                map.insert(key, value);
+            }
+        }
+    }
+
+    fn base64(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn an_aligned_dkim_signature_authenticates_and_a_tampered_or_foreign_one_does_not() {
+        use mail_auth::common::crypto::Ed25519Key;
+        use mail_auth::common::headers::HeaderWriter;
+        use mail_auth::common::parse::TxtRecordParser;
+        use mail_auth::common::verify::DomainKey;
+        use mail_auth::dkim::DkimSigner;
+
+        let pkcs8 = Ed25519Key::generate_pkcs8().unwrap();
+        let key = Ed25519Key::from_pkcs8_der(&pkcs8).unwrap();
+        let record = format!("v=DKIM1; k=ed25519; p={}", base64(&key.public_key()));
+        let cache = TxtCache::default();
+        mail_auth::ResolverCache::insert(
+            &cache,
+            "s1._domainkey.mail.example.com.".into(),
+            mail_auth::Txt::from(DomainKey::parse(record.as_bytes()).unwrap()),
+            std::time::Instant::now(),
+        );
+        let message = "From: Owner <owner@example.com>\r\nTo: steward@example.net\r\nSubject: plan\r\n\r\nThe plan stands.\r\n";
+        let signature = DkimSigner::from_key(key)
+            .domain("mail.example.com")
+            .selector("s1")
+            .headers(["From", "To", "Subject"])
+            .sign(message.as_bytes())
+            .unwrap();
+        let signed = format!("{}{message}", signature.to_header());
+        // The resolver is never asked: every key is in the cache.
+        let authenticator = MessageAuthenticator::new_cloudflare().unwrap();
+        let verify = |raw: String, from_domain: &'static str| {
+            let authenticator = authenticator.clone();
+            let cache = &cache;
+            async move {
+                let parsed = AuthenticatedMessage::parse(raw.as_bytes()).unwrap();
+                dkim_aligned(
+                    &authenticator,
+                    Parameters::new(&parsed).with_txt_cache(cache),
+                    from_domain,
+                )
+                .await
+            }
+        };
+        assert_eq!(
+            verify(signed.clone(), "example.com").await.as_deref(),
+            Ok("dkim (d=mail.example.com)")
+        );
+        let foreign = verify(signed.clone(), "example.org").await;
+        assert!(
+            foreign.is_err(),
+            "a valid signature of another domain: {foreign:?}"
+        );
+        let tampered = verify(signed.replace("stands", "changed"), "example.com").await;
+        assert!(tampered.is_err(), "{tampered:?}");
+    }
+
     #[tokio::test]
     async fn a_forged_from_without_a_trusted_result_is_not_authenticated() {
         let auth = SenderAuth::new(vec!["mx.example.net".into()]);

@@ -163,8 +163,11 @@ impl Replier {
                 _ = scan.tick(), if self.confirm_by_email => self.mail_new_requests().await,
                 announcement = announcements.recv() => match announcement {
                     Ok(Announcement::Reply { text, reply_to }) => {
+                        // Only answers to email events are kept until their step ends.
                         for id in reply_to {
-                            last_text.insert(id, text.clone());
+                            if self.is_email(id) {
+                                last_text.insert(id, text.clone());
+                            }
                         }
                     }
                     Ok(Announcement::StepEnded { events, outcome }) => {
@@ -183,6 +186,10 @@ impl Replier {
                 },
             }
         }
+    }
+
+    fn is_email(&self, id: EventId) -> bool {
+        matches!(self.inbox.get(id), Ok(Some(record)) if record.event.source == Source::Email)
     }
 
     /// Mails the step's final text to the newest email among the step's events.
