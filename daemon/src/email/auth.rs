@@ -261,6 +261,7 @@ mod tests {
     #[derive(Default)]
     struct TxtCache(std::sync::Mutex<std::collections::HashMap<Box<str>, mail_auth::Txt>>);
 
+    #[allow(clippy::disallowed_types)] // mail-auth's cache trait takes std's Instant
     impl mail_auth::ResolverCache<Box<str>, mail_auth::Txt> for TxtCache {
         fn get<Q>(&self, name: &Q) -> Option<mail_auth::Txt>
         where
@@ -305,6 +306,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::disallowed_types)] // mail-auth's cache trait takes std's Instant
     async fn an_aligned_dkim_signature_authenticates_and_a_tampered_or_foreign_one_does_not() {
         use mail_auth::common::crypto::Ed25519Key;
         use mail_auth::common::headers::HeaderWriter;
