@@ -40,6 +40,16 @@ fn bad_config_exits_78_naming_the_key() {
             "tools.allow",
             "group:nonsense",
         ),
+        (
+            "[email]\nimap_host = \"mail.example.com\"\nimap_tls = \"none\"\nusername = \"a\"\npassword_env = \"P\"\naddress = \"a@example.com\"\n",
+            "email.imap_tls",
+            "loopback",
+        ),
+        (
+            "[email]\nimap_host = \"127.0.0.1\"\nusername = \"a\"\npassword_env = \"STEWARD_TEST_NO_SUCH_VARIABLE\"\naddress = \"a@example.com\"\n",
+            "email.password_env",
+            "STEWARD_TEST_NO_SUCH_VARIABLE is not set",
+        ),
     ];
     for (config, key, line) in table {
         let output = run_with_config(config);

@@ -709,3 +709,139 @@ async fn a_server_restart_backs_off_shows_why_and_resumes_without_losing_mail() 
     assert!(events[0].text.contains("during the outage"));
     daemon.wait_for_status("idle again", idle).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_by_mail_and_an_expired_token_send_nothing() {
+    let (assistant, owner, friend) = (
+        mail::address("steward"),
+        mail::address("owner"),
+        mail::address("friend"),
+    );
+    let send = |subject: &str| {
+        calls(
+            "email_send",
+            json!({"to": [friend], "subject": subject, "body": "hi"}),
+        )
+    };
+    let model = ScriptedModel::start(
+        vec![
+            send("first"),
+            says("Asked."),
+            says("Understood."),
+            send("second"),
+            says("Asked again."),
+            says("Noted."),
+            says("Noted."),
+        ],
+        64,
+    );
+    let daemon = start(
+        &(model_config(model.port)
+            + &mail::config(&assistant, &owner, "")
+            + "\n[tools]\nconfirm_expiry_secs = 4\n"),
+    );
+    let token_in = |request: &str| {
+        request
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("CONFIRM "))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+
+    let ask = mail::message(&owner, &assistant, "one", "send the first", "", true);
+    mail::deliver(&owner, &assistant, ask.as_bytes()).await;
+    let request = owner_mail_containing(&owner, "\"first\"").await;
+    let deny = mail::message(
+        &owner,
+        &assistant,
+        "Re: one",
+        &format!("DENY {} not today", token_in(&request)),
+        "",
+        true,
+    );
+    mail::deliver(&owner, &assistant, deny.as_bytes()).await;
+    owner_mail_containing(&owner, "Denied: `email_send` will not run.").await;
+    daemon
+        .wait_for_trajectory("the denial and its reason", |items| {
+            items.iter().any(|i| matches!(&i.kind, steward_events::ItemKind::Event { text, .. } if text.contains("denied") && text.contains("not today")))
+        })
+        .await;
+
+    let ask = mail::message(&owner, &assistant, "two", "send the second", "", true);
+    mail::deliver(&owner, &assistant, ask.as_bytes()).await;
+    let request = owner_mail_containing(&owner, "\"second\"").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let late = mail::message(
+        &owner,
+        &assistant,
+        "Re: two",
+        &format!("CONFIRM {}", token_in(&request)),
+        "",
+        true,
+    );
+    mail::deliver(&owner, &assistant, late.as_bytes()).await;
+    let answer = owner_mail_containing(&owner, "Nothing was done").await;
+    assert!(answer.contains("expired"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        mail::messages(&friend, "INBOX").await.is_empty(),
+        "nothing was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_uidvalidity_rescans_the_mailbox_without_repeating_events() {
+    let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
+    mail::stack();
+    let config = mail::config(
+        &assistant,
+        &owner,
+        "require_authentication = false\nmailbox = \"Work\"\n",
+    );
+    let mails: Vec<String> = (0..4)
+        .map(|i| mail::message(&owner, &assistant, &format!("work {i}"), "x", "", false))
+        .collect();
+    let mut session = mail::imap(&assistant).await;
+    session.create("Work").await.unwrap();
+    for raw in &mails[..3] {
+        session
+            .append("Work", None, None, raw.as_bytes())
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), &config).unwrap();
+    let daemon = TestDaemon::start_in_with_env(dir, &[(PASSWORD_ENV, PASSWORD)]);
+    wait_for_email_events(&daemon, 3).await;
+    let dir = daemon.into_dir();
+
+    // The mailbox is recreated (a new UIDVALIDITY): the same three mails and a new one.
+    let uid_validity = session.examine("Work").await.unwrap().uid_validity;
+    // Dovecot disconnects a session whose selected mailbox is deleted.
+    session.examine("INBOX").await.unwrap();
+    session.delete("Work").await.unwrap();
+    session.create("Work").await.unwrap();
+    for raw in &mails {
+        session
+            .append("Work", None, None, raw.as_bytes())
+            .await
+            .unwrap();
+    }
+    assert_ne!(
+        session.examine("Work").await.unwrap().uid_validity,
+        uid_validity
+    );
+    let daemon = TestDaemon::start_in_with_env(dir, &[(PASSWORD_ENV, PASSWORD)]);
+    let events = wait_for_email_events(&daemon, 4).await;
+    daemon
+        .wait_for_status("idle", |s| {
+            s.channels
+                .iter()
+                .any(|c| c.name == "email" && c.state == "idle")
+        })
+        .await;
+    let events_after = email_events(&daemon.events().await).len();
+    assert_eq!(events_after, 4, "{events:#?}");
+    assert!(events[3].text.contains("work 3"));
+}

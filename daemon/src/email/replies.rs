@@ -6,6 +6,8 @@
 //!   are not mailed; a cancelled step mails nothing. An answer goes through the outbox: it
 //!   is written to sled with its Message-ID before it is sent and removed after, and at
 //!   start every answer still there is looked up in Sent and sent only if it is not found.
+//!   Only the owner and trusted senders get automatic answers; mail from anyone else is
+//!   answered only through `email_reply` (which asks first).
 //! - **Requests for confirmation.** A pending action whose origin is an email event is
 //!   mailed to the owner (the authenticated sender of that email when it was the owner,
 //!   else the first plain address of `email.owners`) with its preview and token, once.
@@ -199,7 +201,10 @@ impl Replier {
             let Ok(Some(record)) = self.inbox.get(id) else {
                 continue;
             };
-            if record.event.source != Source::Email {
+            // Strangers get no automatic answer: no backscatter, nothing a prompt injection
+            // could make the assistant say to them (the model may still use email_reply,
+            // which asks first).
+            if record.event.source != Source::Email || record.event.trust == Trust::Untrusted {
                 continue;
             }
             if let Payload::Email(email) = record.event.payload

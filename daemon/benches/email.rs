@@ -1,0 +1,152 @@
+//! Email benchmark (figures for the email issue, not assertions), against the real mail
+//! stack (`tests/mail/stack.sh`: Dovecot + OpenSMTPD on 127.0.0.1):
+//! - arrival → event: a mail accepted by SMTP, until the daemon has it as a durable event
+//!   (p50/p99 over 100 mails sent one at a time; Dovecot's IDLE notification adds ~0.5 s);
+//! - a burst: 1,000 mails delivered at once, until every one is an event;
+//! - RSS of the daemon with its IMAP connection idle.
+//!
+//! The sender is not an owner, so no answers are mailed back: this measures intake.
+//! Run: `cargo bench -p steward-daemon --bench email` (add `-- quick` for 20 / 200 mails).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
+
+use std::path::Path;
+use std::time::Duration;
+
+use lettre::address::Envelope;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use steward_daemon::client::Client;
+use steward_daemon::protocol::{Request, Response, StatusReport};
+use tokio::time::Instant;
+
+mod support;
+use support::{ms, percentile, spawn_daemon, status_mb};
+
+async fn status(socket: &Path) -> StatusReport {
+    match Client::call(socket, &Request::Status)
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+    {
+        Some(Response::Status { status }) => status,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn wait_until(socket: &Path, done: impl Fn(&StatusReport) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        if done(&status(socket).await) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn message(from: &str, to: &str, n: usize) -> Vec<u8> {
+    format!(
+        "From: {from}\r\nTo: {to}\r\nSubject: bench {n}\r\nMessage-ID: <bench-{n}-{}@bench.test>\r\n\r\nMail number {n}.\r\n",
+        ulid::Ulid::generate()
+    )
+    .into_bytes()
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let (single, burst) = if quick { (20, 200) } else { (100, 1000) };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mail/stack.sh");
+    assert!(
+        std::process::Command::new("bash")
+            .args([script, "start"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stack = std::env::var("STEWARD_MAIL_STACK_DIR")
+        .unwrap_or_else(|_| "/tmp/steward-mail-stack".into());
+    let stamp = ulid::Ulid::generate().to_string().to_lowercase();
+    let assistant = format!("bench-{stamp}@example.test");
+    let sender = format!("someone-{stamp}@example.test");
+    let config = format!(
+        "[email]\nimap_host = \"127.0.0.1\"\nimap_port = 10993\nimap_tls = \"implicit\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = 10587\nusername = \"{assistant}\"\npassword_env = \"BENCH_MAIL_PASSWORD\"\naddress = \"{assistant}\"\nca_file = \"{stack}/cert.pem\"\nrequire_authentication = false\n\n[inbox]\ncapacity = 100000\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _) = spawn_daemon(dir.path(), &config, &[("BENCH_MAIL_PASSWORD", "secret")]);
+    let socket = dir.path().join("steward.sock");
+    let idle = |s: &StatusReport| {
+        s.channels
+            .iter()
+            .any(|c| c.name == "email" && c.state == "idle")
+    };
+    wait_until(&socket, idle).await;
+
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous("127.0.0.1")
+        .port(10025)
+        .build();
+    let envelope = Envelope::new(
+        Some(sender.parse().unwrap()),
+        vec![assistant.parse().unwrap()],
+    )
+    .unwrap();
+
+    let mut latencies = Vec::new();
+    for n in 0..single {
+        wait_until(&socket, idle).await;
+        let before = status(&socket).await.events_total;
+        transport
+            .send_raw(&envelope, &message(&sender, &assistant, n))
+            .await
+            .unwrap();
+        let accepted = Instant::now();
+        wait_until(&socket, |s| s.events_total > before).await;
+        latencies.push(accepted.elapsed());
+    }
+    latencies.sort();
+    println!(
+        "arrival -> event over {single} mails: p50 {} p99 {} (max {})",
+        ms(percentile(&latencies, 0.5)),
+        ms(percentile(&latencies, 0.99)),
+        ms(*latencies.last().unwrap())
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!(
+        "RSS with the IMAP connection idle: {:.1} MB",
+        status_mb(child.id(), "VmRSS:")
+    );
+
+    let before = status(&socket).await.events_total;
+    let started = Instant::now();
+    let mut senders = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let (transport, envelope, sender, assistant) = (
+            transport.clone(),
+            envelope.clone(),
+            sender.clone(),
+            assistant.clone(),
+        );
+        senders.spawn(async move {
+            for n in (worker..burst).step_by(8) {
+                transport
+                    .send_raw(&envelope, &message(&sender, &assistant, 10_000 + n))
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    while senders.join_next().await.is_some() {}
+    let delivered = started.elapsed();
+    wait_until(&socket, |s| s.events_total >= before + burst as u64).await;
+    let all = started.elapsed();
+    println!(
+        "{burst} mails at once: SMTP accepted all in {:.2} s; all events after {:.2} s ({:.0} mails/s end to end; {:.2} s after the last was accepted)",
+        delivered.as_secs_f64(),
+        all.as_secs_f64(),
+        burst as f64 / all.as_secs_f64(),
+        (all - delivered).as_secs_f64()
+    );
+    println!("peak RSS: {:.1} MB", status_mb(child.id(), "VmHWM:"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
