@@ -906,3 +906,92 @@ async fn email_search_and_read_return_the_mailbox_as_untrusted_content() {
         "{missing:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starttls_for_imap_and_implicit_tls_for_smtp_work_too() {
+    let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
+    let config = mail::config(&assistant, &owner, "")
+        .replace(
+            "imap_port = 10993\nimap_tls = \"implicit\"",
+            "imap_port = 10143\nimap_tls = \"starttls\"",
+        )
+        .replace(
+            "smtp_port = 10587\nsmtp_tls = \"starttls\"",
+            "smtp_port = 10465\nsmtp_tls = \"implicit\"",
+        );
+    let daemon = start(&config);
+    let raw = mail::message(&owner, &assistant, "ping", "are you there?", "", true);
+    mail::deliver(&owner, &assistant, raw.as_bytes()).await;
+    wait_for_email_events(&daemon, 1).await;
+    // No model: the owner still gets an answer saying so, in the thread.
+    let answer = owner_mail_containing(&owner, "No model is configured").await;
+    assert_eq!(
+        mail::header(&answer, "Subject").as_deref(),
+        Some("Re: ping")
+    );
+}
+
+/// A plain-text proxy in front of Dovecot's IMAP port that hides the IDLE capability.
+async fn proxy_without_idle() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let server = tokio::net::TcpStream::connect(("127.0.0.1", 10143))
+                    .await
+                    .unwrap();
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let upstream = tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match server_read.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    let text = String::from_utf8_lossy(&buf[..n]).replace(" IDLE", " XIDL");
+                    if client_write.write_all(text.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                upstream.abort();
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_idle_the_actor_polls_over_plain_loopback() {
+    let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
+    mail::stack();
+    let port = proxy_without_idle().await;
+    let config = mail::config(
+        &assistant,
+        &owner,
+        "require_authentication = false\npoll_secs = 1\n",
+    )
+    .replace(
+        "imap_port = 10993\nimap_tls = \"implicit\"",
+        &format!("imap_port = {port}\nimap_tls = \"none\""),
+    );
+    let daemon = TestDaemon::start_with_env(&config, &[(PASSWORD_ENV, PASSWORD)]);
+    daemon
+        .wait_for_status("polling", |s| {
+            s.channels
+                .iter()
+                .any(|c| c.name == "email" && c.state == "polling")
+        })
+        .await;
+    let raw = mail::message(&owner, &assistant, "polled", "x", "", false);
+    mail::deliver(&owner, &assistant, raw.as_bytes()).await;
+    let events = wait_for_email_events(&daemon, 1).await;
+    assert!(events[0].text.contains("Subject: polled"));
+}
