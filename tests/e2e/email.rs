@@ -995,3 +995,35 @@ async fn without_idle_the_actor_polls_over_plain_loopback() {
     let events = wait_for_email_events(&daemon, 1).await;
     assert!(events[0].text.contains("Subject: polled"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_delivered_back_to_back_all_becomes_events_without_waiting_for_the_next_idle() {
+    let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
+    let daemon = start(&mail::config(
+        &assistant,
+        &owner,
+        "require_authentication = false\n",
+    ));
+    daemon
+        .wait_for_status("idle", |s| {
+            s.channels
+                .iter()
+                .any(|c| c.name == "email" && c.state == "idle")
+        })
+        .await;
+    // Delivered straight into the mailbox, back to back: some land while the actor is
+    // fetching the previous ones or entering IDLE again.
+    let mut session = mail::imap(&assistant).await;
+    for i in 0..60 {
+        let raw = mail::message(&owner, &assistant, &format!("rapid {i}"), "x", "", false);
+        session
+            .append("INBOX", None, None, raw.as_bytes())
+            .await
+            .unwrap();
+        if i % 7 == 0 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+    let events = wait_for_email_events(&daemon, 60).await;
+    assert_eq!(events.len(), 60);
+}

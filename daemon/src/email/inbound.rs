@@ -2,6 +2,8 @@
 //!
 //! Connect, log in, select, fetch what is new, then IDLE (re-issued every [`IDLE_RENEW`],
 //! under the 29 minutes servers allow) or, without IDLE, poll every `email.poll_secs`.
+//! Mail that lands between a fetch and the start of IDLE is not left waiting for the next
+//! notification: the untagged EXISTS the server sent meanwhile is seen before waiting.
 //! Any error closes the session and reconnects after a backoff (1 s doubling to 5 min,
 //! with jitter; back to 1 s after a login succeeds); `steward status` shows the channel as
 //! `connecting`, `connected`, `idle`, `polling`, or `backoff: <error>`.
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use async_imap::types::UnsolicitedResponse;
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use steward_events::{
@@ -139,7 +142,11 @@ impl Inbound {
             self.watermarks.save(&config.mailbox, mark)?;
         }
         self.status.set_channel(CHANNEL, "connected");
+        // Untagged responses outside IDLE's wait (EXISTS sent while a FETCH ran, or before
+        // the server's "+ idling") land here; one of them means new mail may be waiting.
+        let notices = session.unsolicited_responses.clone();
         loop {
+            while notices.try_recv().is_ok() {} // the sync below reads whatever they said
             self.sync(&mut session, &mut mark).await?;
             if shutdown.is_cancelled() {
                 return Ok(());
@@ -148,12 +155,20 @@ impl Inbound {
                 self.status.set_channel(CHANNEL, "idle");
                 let mut idle = session.idle();
                 bounded("IDLE", idle.init()).await?;
-                let (wait, _stop) = idle.wait_with_timeout(IDLE_RENEW);
-                tokio::select! {
-                    () = shutdown.cancelled() => return Ok(()),
-                    woke = wait => {
-                        let woke = woke.context("IDLE")?;
-                        debug!(?woke, "email: IDLE ended");
+                let arrived_meanwhile = std::iter::from_fn(|| notices.try_recv().ok()).any(|r| {
+                    matches!(
+                        r,
+                        UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+                    )
+                });
+                if !arrived_meanwhile {
+                    let (wait, _stop) = idle.wait_with_timeout(IDLE_RENEW);
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(()),
+                        woke = wait => {
+                            let woke = woke.context("IDLE")?;
+                            debug!(?woke, "email: IDLE ended");
+                        }
                     }
                 }
                 session = bounded("DONE", idle.done()).await?;
