@@ -116,8 +116,9 @@ async fn an_owner_mail_wakes_the_actor_and_the_answer_comes_back_in_the_thread()
             .contains(&original_id)
     );
     assert!(mail::header(reply, "From").unwrap().contains(&assistant));
-    assert!(
-        reply.contains("Lunch is at noon, in the garden."),
+    assert_eq!(
+        mail::body(reply).trim(),
+        "Lunch is at noon, in the garden.",
         "{reply}"
     );
     let filed =
@@ -408,12 +409,11 @@ async fn a_crash_between_fetching_and_storing_loses_and_repeats_nothing() {
 }
 
 /// The owner's messages in their INBOX, waiting for one that contains `needle`.
+/// Returns the raw message; bodies are matched decoded (answers are quoted-printable).
 async fn owner_mail_containing(owner: &str, needle: &str) -> String {
-    let found = mail::wait_for_messages(owner, "INBOX", needle, |m| {
-        m.iter().any(|raw| raw.contains(needle))
-    })
-    .await;
-    found.into_iter().find(|raw| raw.contains(needle)).unwrap()
+    let has = |raw: &String| mail::body(raw).contains(needle);
+    let found = mail::wait_for_messages(owner, "INBOX", needle, |m| m.iter().any(has)).await;
+    found.into_iter().find(has).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,15 +448,18 @@ async fn email_send_asks_first_and_a_confirm_by_reply_sends_exactly_once() {
     mail::deliver(&owner, &assistant, ask.as_bytes()).await;
 
     let request = owner_mail_containing(&owner, "CONFIRM ").await;
+    let preview = format!(
+        "email_send {{\"body\":\"It starts at 8.\",\"subject\":\"Party\",\"to\":[\"{friend}\"]}}"
+    );
     assert!(
-        request.contains("email_send"),
+        mail::body(&request).contains(&preview),
         "the request shows the preview: {request}"
     );
     assert!(
         mail::messages(&friend, "INBOX").await.is_empty(),
         "nothing sent before the answer"
     );
-    let token = request
+    let token = mail::body(&request)
         .lines()
         .find_map(|l| l.trim().strip_prefix("CONFIRM "))
         .unwrap()
@@ -468,7 +471,7 @@ async fn email_send_asks_first_and_a_confirm_by_reply_sends_exactly_once() {
         &owner,
         &assistant,
         "Re: Party",
-        "CONFIRM 0123456789abcdef",
+        "CONFIRM 0123456789abcdef0123456789abcdef",
         "",
         true,
     );
@@ -486,7 +489,12 @@ async fn email_send_asks_first_and_a_confirm_by_reply_sends_exactly_once() {
     mail::deliver(&owner, &assistant, confirm.as_bytes()).await;
     let sent =
         mail::wait_for_messages(&friend, "INBOX", "the confirmed mail", |m| !m.is_empty()).await;
-    assert!(sent[0].contains("It starts at 8."), "{}", sent[0]);
+    assert_eq!(
+        mail::body(&sent[0]).trim(),
+        "It starts at 8.",
+        "{}",
+        sent[0]
+    );
     owner_mail_containing(&owner, "Confirmed: `email_send` ran").await;
 
     // The same reply delivered again (same Message-ID), then the token reused in a new mail.
@@ -741,7 +749,7 @@ async fn a_denial_by_mail_and_an_expired_token_send_nothing() {
             + "\n[tools]\nconfirm_expiry_secs = 4\n"),
     );
     let token_in = |request: &str| {
-        request
+        mail::body(request)
             .lines()
             .find_map(|l| l.trim().strip_prefix("CONFIRM "))
             .unwrap()
@@ -782,7 +790,7 @@ async fn a_denial_by_mail_and_an_expired_token_send_nothing() {
     );
     mail::deliver(&owner, &assistant, late.as_bytes()).await;
     let answer = owner_mail_containing(&owner, "Nothing was done").await;
-    assert!(answer.contains("expired"), "{answer}");
+    assert!(mail::body(&answer).contains("expired"), "{answer}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert!(
         mail::messages(&friend, "INBOX").await.is_empty(),

@@ -183,3 +183,11 @@ pub fn header(raw: &str, name: &str) -> Option<String> {
     }
     value
 }
+
+/// The decoded text body of a raw message (quoted-printable and base64 undone).
+pub fn body(raw: &str) -> String {
+    mail_parser::MessageParser::default()
+        .parse(raw.as_bytes())
+        .and_then(|m| m.body_text(0).map(|b| b.into_owned()))
+        .unwrap_or_default()
+}

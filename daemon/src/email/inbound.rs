@@ -309,7 +309,8 @@ impl Inbound {
         let parsed = parse::parse(header).ok();
         let key = match &parsed {
             Some(mail) if mail.has_message_id => mail.dedupe_key(),
-            _ => format!("email:uid:{}:{uid}", self.account.config.mailbox),
+            // The header section is unique per delivery (Received lines, dates).
+            _ => format!("email:{}", parse::content_id(header)),
         };
         if self.inbox.is_claimed(&key)? {
             return Ok(());

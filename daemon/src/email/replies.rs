@@ -49,11 +49,13 @@ impl MailCommands {
     pub async fn answer(&self, mail: &ParsedMail) -> Option<String> {
         let line = first_line(&mail.body);
         let mut words = line.split_whitespace();
-        let verb = words.next()?.to_ascii_uppercase();
-        if verb != "CONFIRM" && verb != "DENY" {
+        let verb = words.next()?.to_owned();
+        let token = words.next().unwrap_or("");
+        // Exactly as the request asks for it: "Deny the request from Bob" is a message for
+        // the assistant, not an answer.
+        if !is_answer(&verb, token) {
             return None;
         }
-        let token = words.next().unwrap_or("");
         let reason: Vec<&str> = words.collect();
         let outcome = self.resolve(&verb, token, reason.join(" ")).await;
         info!(from = %mail.from, %verb, %outcome, "answer by email to a request for confirmation");
@@ -114,6 +116,13 @@ impl MailCommands {
             Err(e) => format!("Nothing was done: {e}."),
         }
     }
+}
+
+/// `CONFIRM <token>` / `DENY <token>`: the verb in capitals, the token hexadecimal.
+fn is_answer(verb: &str, token: &str) -> bool {
+    (verb == "CONFIRM" || verb == "DENY")
+        && token.len() >= 8
+        && token.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// An answer waiting to be sent (the outbox).
@@ -333,4 +342,25 @@ fn request_text(action: &PendingAction) -> String {
         action.token,
         action.token
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_capitalised_verb_and_a_hex_token_make_an_answer() {
+        let table = [
+            ("CONFIRM", "0123456789abcdef0123456789abcdef", true),
+            ("DENY", "0123456789ABCDEF", true),
+            ("CONFIRM", "", false),
+            ("CONFIRM", "abc", false),
+            ("Deny", "0123456789abcdef", false),
+            ("DENY", "the", false),
+            ("confirm", "0123456789abcdef", false),
+        ];
+        for (verb, token, expected) in table {
+            assert_eq!(is_answer(verb, token), expected, "{verb} {token}");
+        }
+    }
 }
