@@ -13,6 +13,7 @@ mod mail;
 mod mcp;
 mod model;
 mod scripted_model;
+mod service;
 mod shell;
 mod steps;
 mod support;

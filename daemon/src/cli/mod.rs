@@ -10,6 +10,7 @@ mod init;
 mod listing;
 mod output;
 mod send;
+mod service;
 mod tools_bench;
 
 use std::path::PathBuf;
@@ -69,6 +70,11 @@ enum Command {
     Events(EventsArgs),
     /// Show the main trajectory
     Trajectory(TrajectoryArgs),
+    /// Install, remove or inspect the service (systemd unit or launchd agent)
+    Service {
+        #[command(subcommand)]
+        command: ServiceCommand,
+    },
     /// List requests for confirmation (all states, oldest first)
     Pending {
         #[arg(long)]
@@ -256,6 +262,91 @@ enum ToolsCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum ServiceCommand {
+    /// Write the unit (or agent) for this binary, then enable and start it
+    Install(ServiceArgs),
+    /// Stop, disable and remove it
+    Uninstall(ServiceArgs),
+    /// Whether it is installed, matches this binary, and runs
+    Status(ServiceScopeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServiceScopeArgs {
+    /// A user service (`systemctl --user`; the default)
+    #[arg(long, conflicts_with = "system")]
+    user: bool,
+    /// A system-wide service running as the `steward` user
+    #[arg(long)]
+    system: bool,
+}
+
+#[derive(Debug, Args)]
+struct ServiceArgs {
+    #[command(flatten)]
+    scope: ServiceScopeArgs,
+    /// Print the file and the commands instead of doing anything
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl ServiceScopeArgs {
+    fn scope(&self) -> service::Scope {
+        if self.system {
+            service::Scope::System
+        } else {
+            service::Scope::User
+        }
+    }
+}
+
+/// The paths a service for `scope` runs with: absolute, named or defaulted per scope.
+fn service_paths(
+    cli_config: Option<&PathBuf>,
+    cli_data_dir: Option<&PathBuf>,
+    ctx: &Context,
+    scope: service::Scope,
+) -> Result<service::Paths, String> {
+    let absolute = |p: &PathBuf| -> Result<PathBuf, String> {
+        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let (config, data_dir) = match scope {
+        service::Scope::User => (
+            ctx.config_path
+                .clone()
+                .ok_or("no config path: set --config, XDG_CONFIG_HOME or HOME")?,
+            ctx.data_dir.clone(),
+        ),
+        service::Scope::System => (
+            cli_config
+                .cloned()
+                .unwrap_or_else(|| "/etc/steward/config.toml".into()),
+            cli_data_dir
+                .cloned()
+                .unwrap_or_else(|| "/var/lib/steward".into()),
+        ),
+    };
+    let binary = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| format!("cannot find this binary: {e}"))?;
+    Ok(service::Paths {
+        binary,
+        config: absolute(&config)?,
+        data_dir: absolute(&data_dir)?,
+        extra_writable: ctx
+            .config
+            .tools
+            .roots
+            .iter()
+            .map(absolute)
+            .collect::<Result<_, _>>()?,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        config_home: paths::default_config_path()
+            .and_then(|p| p.parent().and_then(|d| d.parent()).map(PathBuf::from)),
+    })
+}
+
 /// What a command needs to find the config and the daemon.
 #[derive(Debug)]
 pub struct Context {
@@ -316,6 +407,27 @@ pub fn main() -> ExitCode {
         data_dir,
     };
     match cli.command {
+        Command::Service { command } => {
+            let scope = match &command {
+                ServiceCommand::Install(args) | ServiceCommand::Uninstall(args) => {
+                    args.scope.scope()
+                }
+                ServiceCommand::Status(args) => args.scope(),
+            };
+            let paths = match service_paths(cli.config.as_ref(), cli.data_dir.as_ref(), &ctx, scope)
+            {
+                Ok(paths) => paths,
+                Err(e) => {
+                    eprintln!("steward: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match command {
+                ServiceCommand::Install(args) => service::install(scope, &paths, args.dry_run),
+                ServiceCommand::Uninstall(args) => service::uninstall(scope, &paths, args.dry_run),
+                ServiceCommand::Status(_) => service::status(scope, &paths),
+            }
+        }
         Command::Run { log_format } => {
             let format = match log_format {
                 Some(LogFormatArg::Pretty) => LogFormat::Pretty,
