@@ -103,13 +103,12 @@ fn the_units_it_writes_pass_systemd_analyze_verify() {
         listing.starts_with("# would write /etc/systemd/system/steward.service:"),
         "{listing}"
     );
-    assert!(
-        listing.contains("--config /etc/steward/config.toml --data-dir /var/lib/steward run")
-            || listing.contains(&format!(
-                "--config {}",
-                home.path().join("config.toml").display()
-            ))
-    );
+    // Named paths win over the system defaults (/etc/steward, /var/lib/steward).
+    assert!(listing.contains(&format!(
+        "--config {} --data-dir {} run",
+        home.path().join("config.toml").display(),
+        home.path().join("data").display()
+    )));
     assert!(listing.contains("User=steward"));
     let system_unit = home.path().join("steward-system.service");
     std::fs::write(&system_unit, written_file(&listing)).unwrap();

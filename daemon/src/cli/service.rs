@@ -388,7 +388,15 @@ mod tests {
             plan.path,
             Path::new("/home/me/.config/systemd/user/steward.service")
         );
-        assert!(!plan.content.contains('@'), "{}", plan.content);
+        for placeholder in [
+            "@BIN@",
+            "@CONFIG@",
+            "@DATA_DIR@",
+            "@WORKSPACE@",
+            "@DESCRIPTION@",
+        ] {
+            assert!(!plan.content.contains(placeholder), "{}", plan.content);
+        }
         assert!(plan.content.contains("ExecStart=\"/opt/steward bin/steward\" --config /home/me/.config/steward/config.toml --data-dir /home/me/.local/share/steward run"));
         assert!(
             plan.content
