@@ -32,7 +32,7 @@ use crate::instance_lock::InstanceLock;
 use crate::notify::{self, Heartbeat};
 use crate::paths;
 use crate::replies::ReplyHub;
-use crate::status::StatusBoard;
+use crate::status::{ConfigState, StatusBoard};
 use crate::store::{Inbox, Store, Trajectory};
 use crate::timer::Timer;
 use crate::timer::control::Scheduler;
@@ -70,6 +70,7 @@ pub async fn run(
         pipeline,
     } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
     report_interrupted_actions(&inbox, interrupted_actions).await?;
+    let reload_pipeline = pipeline.clone();
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
     let listener = user::bind(&socket_path)
         .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
@@ -176,11 +177,19 @@ pub async fn run(
     notify::ready(&status.summary());
 
     let mut sighup = signal(SignalKind::hangup()).context("cannot install SIGHUP handler")?;
+    let reloader = Reloader {
+        path: config_path.as_deref(),
+        started: &config,
+        scheduler: &scheduler,
+        watches: &watches,
+        status: &status,
+        pipeline: &reload_pipeline,
+    };
     let faulted = loop {
         tokio::select! {
             _ = sigterm.recv() => { info!("SIGTERM: shutting down"); break false }
             _ = sigint.recv() => { info!("SIGINT: shutting down"); break false }
-            _ = sighup.recv() => reload(config_path.as_deref(), &scheduler, &watches, &status),
+            _ = sighup.recv() => reloader.reload(),
             () = fault.cancelled() => break true,
         }
     };
@@ -232,38 +241,92 @@ fn cron_specs(config: &Config) -> Result<Vec<crate::timer::jobs::JobSpec>, Confi
         .collect()
 }
 
-/// SIGHUP: reads the config file again. Scheduled jobs are reconciled and file watches
-/// restarted where they changed; an invalid file is reported and the running one stays in
-/// force. Other sections take effect at the next start.
-fn reload(path: Option<&Path>, scheduler: &Scheduler, watches: &WatchSet, status: &StatusBoard) {
-    notify::reloading();
-    match path.map(Config::load) {
-        None => info!("SIGHUP: no config file; nothing to reload"),
-        Some(Err(e)) => {
-            error!(error = %e, "SIGHUP: the config file is invalid; the running configuration stays");
-        }
-        Some(Ok(loaded)) => {
-            let config = loaded.unwrap_or_default();
-            let reconciled = cron_specs(&config)
-                .map_err(anyhow::Error::from)
-                .and_then(|specs| Ok(scheduler.jobs.reconcile(specs, chrono::Utc::now())?));
-            match reconciled {
-                Ok(()) => {
-                    scheduler.changed.notify_one();
-                    watches.reload(&config.watch);
-                    info!(
-                        jobs = config.cron.len(),
-                        watches = config.watch.len(),
-                        "SIGHUP: scheduled jobs and file watches reloaded"
-                    );
-                }
-                Err(e) => {
-                    error!(error = %e, "SIGHUP: the config file is invalid; the running configuration stays");
-                }
+/// What a SIGHUP can change in a running daemon.
+struct Reloader<'a> {
+    path: Option<&'a Path>,
+    /// The configuration the daemon started with: sections that cannot change while
+    /// running are compared against it.
+    started: &'a Config,
+    scheduler: &'a Scheduler,
+    watches: &'a WatchSet,
+    status: &'a StatusBoard,
+    pipeline: &'a ToolPipeline,
+}
+
+impl Reloader<'_> {
+    /// Reads the config file again. Scheduled jobs are reconciled, file watches restarted
+    /// where they changed, and the tool policy rules swapped as a whole; an invalid file is
+    /// reported (log and `steward status`) and the running configuration stays. Sections
+    /// that only a restart applies (model, tools selection, HTTP, webhooks, email, MCP,
+    /// daemon, inbox, lanes) are named in `steward status` when they differ.
+    fn reload(&self) {
+        notify::reloading();
+        let outcome = match self.path.map(Config::load) {
+            None => {
+                info!("SIGHUP: no config file; nothing to reload");
+                Ok(Vec::new())
+            }
+            Some(Err(e)) => Err(e.to_string()),
+            Some(Ok(loaded)) => self.apply(&loaded.unwrap_or_default()),
+        };
+        match outcome {
+            Ok(restart_needed) => self.status.set_config_state(ConfigState {
+                error: None,
+                restart_needed,
+            }),
+            Err(error) => {
+                error!(%error, "SIGHUP: the config file is invalid; the running configuration stays");
+                self.status.set_config_state(ConfigState {
+                    error: Some(error),
+                    restart_needed: Vec::new(),
+                });
             }
         }
+        notify::ready(&self.status.summary());
     }
-    notify::ready(&status.summary());
+
+    /// Applies what can change while running; returns the sections that need a restart.
+    fn apply(&self, config: &Config) -> Result<Vec<String>, String> {
+        let specs = cron_specs(config).map_err(|e| e.to_string())?;
+        self.scheduler
+            .jobs
+            .reconcile(specs, chrono::Utc::now())
+            .map_err(|e| e.to_string())?;
+        self.scheduler.changed.notify_one();
+        self.watches.reload(&config.watch);
+        self.pipeline
+            .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
+        let started = self.started;
+        let mut tools_selection = started.tools.clone();
+        tools_selection.policy = config.tools.policy.clone();
+        let sections = [
+            ("daemon", started.daemon != config.daemon),
+            ("inbox", started.inbox != config.inbox),
+            ("dispatcher", started.dispatcher != config.dispatcher),
+            ("lanes", started.lanes != config.lanes),
+            ("model", started.model != config.model),
+            ("urgency", started.urgency_rules != config.urgency_rules),
+            ("tools", tools_selection != config.tools),
+            ("mcp", started.mcp_servers != config.mcp_servers),
+            ("http", started.http != config.http),
+            ("webhook", started.webhook_routes != config.webhook_routes),
+            ("senders", started.senders != config.senders),
+            ("email", started.email != config.email),
+        ];
+        let restart_needed: Vec<String> = sections
+            .iter()
+            .filter(|(_, changed)| *changed)
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        info!(
+            jobs = config.cron.len(),
+            watches = config.watch.len(),
+            policy_rules = config.tools.policy.len(),
+            restart_needed = ?restart_needed,
+            "SIGHUP: scheduled jobs, file watches and tool policy reloaded"
+        );
+        Ok(restart_needed)
+    }
 }
 
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
@@ -425,7 +488,9 @@ impl Core {
         let pipeline = ToolPipeline::new(tools.clone(), budget)
             .with_ledger(ledger)
             .with_authorization(Authorization {
-                rules: config.tools.policy.iter().map(policy_rule).collect(),
+                rules: steward_tools::policy::PolicyRules::new(
+                    config.tools.policy.iter().map(policy_rule).collect(),
+                ),
                 pending: pending.clone(),
                 expiry: config.tools.confirm_expiry,
             });

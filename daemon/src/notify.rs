@@ -1,4 +1,5 @@
-//! The service manager side: systemd's notify protocol (`READY=1`, `STATUS=`, `WATCHDOG=1`,
+//! The service manager side: systemd's notify protocol (`READY=1`, `STATUS=` — sent with
+//! every watchdog ping, so `systemctl status` stays current —, `WATCHDOG=1`, `RELOADING=1`,
 //! `STOPPING=1`). Without `NOTIFY_SOCKET` every call is a no-op. The watchdog is pinged from
 //! the dispatcher's own loop ([`Heartbeat::tick`]), so a stuck dispatcher stops pinging and
 //! systemd restarts the daemon.
@@ -40,12 +41,13 @@ impl Heartbeat {
         }))
     }
 
-    /// Waits for the next ping time and pings; never returns without a watchdog.
-    pub async fn tick(&mut self) {
+    /// Waits for the next ping time and pings, with the current one-line status; never
+    /// returns without a watchdog.
+    pub async fn tick(&mut self, summary: impl FnOnce() -> String) {
         match &mut self.0 {
             Some(interval) => {
                 interval.tick().await;
-                send(&[NotifyState::Watchdog]);
+                send(&[NotifyState::Watchdog, NotifyState::Status(&summary())]);
             }
             None => pending().await,
         }

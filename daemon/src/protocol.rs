@@ -197,6 +197,12 @@ pub struct StatusReport {
     pub tokens_last_step: crate::brain::TokenUsage,
     pub tokens_last_step_number: u64,
     pub tokens_total: crate::brain::TokenUsage,
+    /// Why the config file was refused at the last SIGHUP (the running config stays).
+    #[serde(default)]
+    pub config_error: Option<String>,
+    /// Config sections changed on disk that take effect only at the next start.
+    #[serde(default)]
+    pub restart_needed: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

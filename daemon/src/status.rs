@@ -31,6 +31,15 @@ pub struct StatusBoard {
     steps_done: Mutex<(u64, f64)>,
     /// Times each channel went into backoff since start.
     restarts: Mutex<BTreeMap<String, u64>>,
+    /// What the last reload said: an invalid file, and sections that need a restart.
+    config: Mutex<ConfigState>,
+}
+
+/// The outcome of the last SIGHUP.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigState {
+    pub error: Option<String>,
+    pub restart_needed: Vec<String>,
 }
 
 impl StatusBoard {
@@ -49,7 +58,13 @@ impl StatusBoard {
             step_usage: Mutex::new((0, TokenUsage::default())),
             steps_done: Mutex::new((0, 0.0)),
             restarts: Mutex::new(BTreeMap::new()),
+            config: Mutex::new(ConfigState::default()),
         }
+    }
+
+    /// Records what a reload found (see [`ConfigState`]).
+    pub fn set_config_state(&self, state: ConfigState) {
+        *lock(&self.config) = state;
     }
 
     pub fn set_brain(&self, name: &str) {
@@ -129,7 +144,10 @@ impl StatusBoard {
         let usage = *lock(&self.usage);
         let (last_step, step_usage) = *lock(&self.step_usage);
         let brain_error = lock(&self.brain_error).clone();
+        let config = lock(&self.config).clone();
         StatusReport {
+            config_error: config.error,
+            restart_needed: config.restart_needed,
             pid: self.pid,
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),

@@ -9,6 +9,7 @@ mod delivery;
 mod email;
 mod files;
 mod http;
+mod lifecycle;
 mod mail;
 mod mcp;
 mod model;

@@ -44,7 +44,7 @@ fn main() {
     )
     .with_ledger(Ledger::new(db.open_tree("ledger").unwrap()))
     .with_authorization(Authorization {
-        rules: Vec::new(),
+        rules: Default::default(),
         pending: PendingStore::new(db.open_tree("pending").unwrap()),
         expiry: Duration::from_secs(3600),
     });

@@ -20,7 +20,7 @@ use crate::confirm::PendingStore;
 use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
 use crate::ledger::{Begin, Ledger, args_hash, key_for};
-use crate::policy::{Decision, PolicyInput, PolicyRule, decide};
+use crate::policy::{Decision, PolicyInput, PolicyRules, decide};
 use crate::registry::ToolRegistry;
 use crate::registry::{RegisteredTool, Safety};
 
@@ -60,7 +60,7 @@ pub struct ToolPipeline {
 /// Policy rules and where confirmation requests go.
 #[derive(Clone, Debug)]
 pub struct Authorization {
-    pub rules: Vec<PolicyRule>,
+    pub rules: PolicyRules,
     pub pending: PendingStore,
     /// How long a request waits for an answer.
     pub expiry: std::time::Duration,
@@ -88,6 +88,13 @@ impl ToolPipeline {
     pub fn with_ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = Some(ledger);
         self
+    }
+
+    /// Replaces the policy rules (a reload); calls already deciding keep the set they read.
+    pub fn replace_policy(&self, rules: Vec<crate::policy::PolicyRule>) {
+        if let Some(auth) = &self.authorization {
+            auth.rules.replace(rules);
+        }
     }
 
     /// The idempotency ledger, for reconciliation after a crash.
@@ -137,13 +144,14 @@ impl ToolPipeline {
         let rules = self
             .authorization
             .as_ref()
-            .map_or(&[][..], |a| a.rules.as_slice());
+            .map(|a| a.rules.snapshot())
+            .unwrap_or_default();
         Ok(decide(PolicyInput {
             contract: &tool.contract,
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
-            rules,
+            rules: &rules,
         }))
     }
 
@@ -259,7 +267,7 @@ impl ToolPipeline {
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
-            rules: &auth.rules,
+            rules: &auth.rules.snapshot(),
         });
         if let Safety::Confirm(reason) = safety {
             decision = match decision {

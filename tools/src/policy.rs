@@ -40,6 +40,25 @@ pub struct PolicyRule {
     pub decision: RuleDecision,
 }
 
+/// The configured rules, replaceable as a whole while the daemon runs (SIGHUP): a decision
+/// reads one snapshot, so it sees the old set or the new one, never a mix.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyRules(std::sync::Arc<std::sync::RwLock<std::sync::Arc<[PolicyRule]>>>);
+
+impl PolicyRules {
+    pub fn new(rules: Vec<PolicyRule>) -> Self {
+        Self(std::sync::Arc::new(std::sync::RwLock::new(rules.into())))
+    }
+
+    pub fn snapshot(&self) -> std::sync::Arc<[PolicyRule]> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn replace(&self, rules: Vec<PolicyRule>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = rules.into();
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuleDecision {
     Allow,

@@ -71,6 +71,15 @@ fn print_status(s: &StatusReport) {
     for c in &s.channels {
         out!("channel        {} ({})", c.name, c.state);
     }
+    if let Some(error) = &s.config_error {
+        out!("config         INVALID, still running the previous one: {error}");
+    }
+    if !s.restart_needed.is_empty() {
+        out!(
+            "config         changed, needs a restart: {}",
+            s.restart_needed.join(", ")
+        );
+    }
     match &s.step {
         StepStatus::Idle => out!("step           idle"),
         StepStatus::Running { step, started_at } => {

@@ -347,6 +347,16 @@ fn service_paths(
     })
 }
 
+impl Command {
+    /// Commands that only talk to a running daemon.
+    fn is_client(&self) -> bool {
+        !matches!(
+            self,
+            Command::Run { .. } | Command::Init { .. } | Command::Service { .. }
+        )
+    }
+}
+
 /// What a command needs to find the config and the daemon.
 #[derive(Debug)]
 pub struct Context {
@@ -392,6 +402,12 @@ pub fn main() -> ExitCode {
     }
     let config = match config_path.as_deref().map(Config::load).transpose() {
         Ok(loaded) => loaded.flatten().unwrap_or_default(),
+        // A client still reaches a daemon running the previous file (after an edit and a
+        // SIGHUP, `steward status` is how one sees the reload was refused).
+        Err(e) if cli.command.is_client() => {
+            eprintln!("steward: warning: invalid configuration ({e}); using the default socket");
+            Config::default()
+        }
         Err(e) => {
             eprintln!("steward: invalid configuration: {e}");
             return ExitCode::from(EX_CONFIG);

@@ -94,6 +94,11 @@ impl Dispatcher {
             self.take_in(&mut at)?;
             if task.is_none() {
                 task = self.start_step(&mut at).await?;
+                if task.is_some() {
+                    // A test hook: `STEWARD_FAILPOINTS=dispatcher.step:hang` wedges the
+                    // loop here, and the watchdog pings must stop.
+                    crate::faults::point("dispatcher.step");
+                }
             }
             tokio::select! {
                 biased;
@@ -108,7 +113,7 @@ impl Dispatcher {
                 }
                 changed = durable.changed() => if changed.is_err() { break },
                 () = sleep_until_due(&at.deferred), if task.is_none() && at.deferred.is_some() => {}
-                () = heartbeat.tick() => {}
+                () = heartbeat.tick(|| self.status.summary()) => {}
             }
         }
         if let (Some(running), Some(task)) = (at.running.take(), task) {

@@ -1,0 +1,186 @@
+//! Living as a service: systemd's notify protocol against a real datagram socket
+//! (`NOTIFY_SOCKET`), and SIGHUP reloads.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{TestDaemon, stdout};
+
+/// Every datagram the daemon sends within `window`, as lines, with their arrival times.
+fn notifications(daemon: &TestDaemon, window: Duration) -> Vec<(Instant, String)> {
+    let deadline = Instant::now() + window;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        daemon
+            .notify
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        let Ok(n) = daemon.notify.recv(&mut buf) else {
+            break;
+        };
+        let at = Instant::now();
+        for line in String::from_utf8_lossy(&buf[..n]).lines() {
+            seen.push((at, line.to_owned()));
+        }
+    }
+    seen
+}
+
+fn signal(daemon: &TestDaemon, name: &str) {
+    let pid = daemon.child.as_ref().unwrap().id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_pings_come_at_half_the_interval_and_stop_when_the_dispatcher_wedges() {
+    // WATCHDOG_USEC = 400 ms: a ping (with a STATUS= line) every 200 ms.
+    let daemon = TestDaemon::start_with_env(
+        "",
+        &[
+            ("WATCHDOG_USEC", "400000"),
+            ("STEWARD_FAILPOINTS", "dispatcher.step:hang"),
+        ],
+    );
+    let healthy = notifications(&daemon, Duration::from_secs(2));
+    let pings: Vec<Instant> = healthy
+        .iter()
+        .filter(|(_, l)| l == "WATCHDOG=1")
+        .map(|(at, _)| *at)
+        .collect();
+    assert!(
+        (7..=12).contains(&pings.len()),
+        "{} pings in 2 s: {healthy:?}",
+        pings.len()
+    );
+    let gaps: Vec<Duration> = pings.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|g| *g < Duration::from_millis(400)),
+        "{gaps:?}"
+    );
+    assert!(
+        healthy.iter().any(|(_, l)| l.starts_with("STATUS=up ")),
+        "{healthy:?}"
+    );
+    assert!(
+        !healthy.iter().any(|(_, l)| l == "READY=1"),
+        "READY is sent once, at start"
+    );
+
+    // A message makes the dispatcher start a step, where the test hook wedges it.
+    daemon.send("hello", None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wedged = notifications(&daemon, Duration::from_secs(2));
+    let late_pings = wedged.iter().filter(|(_, l)| l == "WATCHDOG=1").count();
+    assert_eq!(
+        late_pings, 0,
+        "a wedged dispatcher must stop pinging: {wedged:?}"
+    );
+    assert!(
+        daemon.child.as_ref().is_some(),
+        "the process is still there; systemd would kill it"
+    );
+}
+
+#[test]
+fn sigterm_says_stopping() {
+    let mut daemon = TestDaemon::start_with("");
+    signal(&daemon, "-TERM");
+    let seen = notifications(&daemon, Duration::from_secs(5));
+    assert!(seen.iter().any(|(_, l)| l == "STOPPING=1"), "{seen:?}");
+    let status = daemon.child.take().unwrap().wait().unwrap();
+    assert!(status.success());
+}
+
+fn status_json(daemon: &TestDaemon) -> Value {
+    serde_json::from_str(stdout(&daemon.cli(&["status", "--json"])).trim()).unwrap()
+}
+
+fn call(daemon: &TestDaemon, tool: &str) -> Value {
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        tool,
+        "--args",
+        "{\"text\":\"hi\"}",
+        "--json",
+    ]);
+    serde_json::from_str(stdout(&output).trim()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_swaps_the_policy_reports_a_bad_file_and_names_what_needs_a_restart() {
+    let daemon = TestDaemon::start_with("");
+    assert_eq!(call(&daemon, "echo")["outcome"], "ok");
+    let config = daemon.path().join("config.toml");
+
+    // A policy rule arrives by SIGHUP and applies to the next call, no restart.
+    std::fs::write(
+        &config,
+        "[[tools.policy]]\nid = \"no-echo\"\ntool = \"echo\"\ndecision = \"deny\"\n",
+    )
+    .unwrap();
+    signal(&daemon, "-HUP");
+    let seen = notifications(&daemon, Duration::from_secs(2));
+    let lines: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
+    let reloading = lines
+        .iter()
+        .position(|l| *l == "RELOADING=1")
+        .expect("RELOADING=1");
+    assert!(
+        lines[reloading..].contains(&"READY=1"),
+        "READY=1 after RELOADING=1: {lines:?}"
+    );
+    let denied = call(&daemon, "echo");
+    assert_eq!(denied["outcome"], "denied", "{denied}");
+    assert!(
+        denied["reason"].as_str().unwrap().contains("no-echo"),
+        "{denied}"
+    );
+
+    // A broken file: the old config keeps running, and status says why.
+    std::fs::write(&config, "[tools]\nprofile = \"everything\"\n").unwrap();
+    signal(&daemon, "-HUP");
+    notifications(&daemon, Duration::from_millis(500));
+    let status = status_json(&daemon);
+    let error = status["config_error"].as_str().unwrap_or_default();
+    assert!(error.contains("tools.profile"), "{status}");
+    assert!(stdout(&daemon.cli(&["status"])).contains("INVALID, still running the previous one"));
+    assert_eq!(
+        call(&daemon, "echo")["outcome"],
+        "denied",
+        "the previous policy still holds"
+    );
+
+    // Fixed, with a section only a restart applies: the error clears, the section is named.
+    std::fs::write(
+        &config,
+        "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    signal(&daemon, "-HUP");
+    notifications(&daemon, Duration::from_millis(500));
+    let status = status_json(&daemon);
+    assert_eq!(status["config_error"], Value::Null, "{status}");
+    assert_eq!(
+        status["restart_needed"],
+        serde_json::json!(["model"]),
+        "{status}"
+    );
+    assert_eq!(
+        call(&daemon, "echo")["outcome"],
+        "ok",
+        "the deny rule is gone"
+    );
+    assert_eq!(
+        status["brain"], "none",
+        "the model changes at the next start"
+    );
+}
