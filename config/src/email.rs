@@ -13,13 +13,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::spanned::Spanned;
 use serde::Deserialize;
-use toml::Spanned;
 
 use crate::SecretSource;
 use crate::error::ConfigError;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawEmail {
     pub imap_host: Spanned<String>,

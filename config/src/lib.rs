@@ -6,6 +6,7 @@
 mod email;
 mod error;
 mod raw;
+mod spanned;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -341,6 +342,18 @@ impl Default for Config {
         // equal, so parsing an empty document is the single source of truth.
         Self::from_toml("", None).expect("the empty configuration is valid")
     }
+}
+
+/// The JSON Schema of the config file (`steward config schema`), generated from the types
+/// the file is read into: every table and key, their types, and no others (unknown keys are
+/// errors). Ranges and cross-checks are beyond a schema; `steward config check` applies them.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(raw::RawConfig)).unwrap_or_default();
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("title".into(), "steward config.toml".into());
+    }
+    schema
 }
 
 impl Config {

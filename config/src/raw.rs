@@ -2,12 +2,12 @@
 //! that need checking beyond their type keep their span (`Spanned`) so that validation errors
 //! can point at the line.
 
+use crate::spanned::Spanned;
 use serde::Deserialize;
-use toml::Spanned;
 
 use crate::error::{ConfigError, line_of};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawConfig {
     pub daemon: RawDaemon,
@@ -26,7 +26,7 @@ pub(crate) struct RawConfig {
     pub email: Option<crate::email::RawEmail>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawSenders {
     pub owner: Vec<String>,
@@ -34,7 +34,7 @@ pub(crate) struct RawSenders {
     pub unknown: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawHttpServer {
     pub listen: Option<Spanned<String>>,
@@ -44,13 +44,13 @@ pub(crate) struct RawHttpServer {
     pub request_timeout_secs: Option<Spanned<u64>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawWebhook {
     pub routes: Vec<RawWebhookRoute>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawWebhookRoute {
     pub name: Spanned<String>,
@@ -65,7 +65,7 @@ pub(crate) struct RawWebhookRoute {
     pub trust: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawWatch {
     pub name: Spanned<String>,
@@ -82,7 +82,7 @@ pub(crate) struct RawWatch {
     pub urgency: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawCronJob {
     pub name: Spanned<String>,
@@ -97,21 +97,22 @@ pub(crate) struct RawCronJob {
     pub enabled: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawCronAction {
     pub tool: String,
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub args: Option<toml::Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawMcp {
     pub servers: Vec<RawMcpServer>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcpServer {
     pub name: Spanned<String>,
@@ -140,7 +141,7 @@ fn default_call_timeout() -> Spanned<u64> {
     Spanned::new(0..0, 120)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawTools {
     pub roots: Vec<Spanned<String>>,
@@ -155,7 +156,7 @@ pub(crate) struct RawTools {
     pub defer_threshold_pct: Spanned<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawHttp {
     pub allow_hosts: Vec<String>,
@@ -178,7 +179,7 @@ impl Default for RawTools {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPolicyRule {
     pub id: Spanned<String>,
@@ -186,7 +187,7 @@ pub(crate) struct RawPolicyRule {
     pub decision: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawDaemon {
     pub shutdown_grace_secs: Spanned<u64>,
@@ -204,7 +205,7 @@ impl Default for RawDaemon {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawInbox {
     pub dedupe_retention_days: Spanned<u64>,
@@ -220,7 +221,7 @@ impl Default for RawInbox {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawDispatcher {
     pub max_steps_per_turn: Spanned<u64>,
@@ -234,7 +235,7 @@ impl Default for RawDispatcher {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawLanes {
     pub max_parallel: Spanned<u64>,
@@ -248,7 +249,7 @@ impl Default for RawLanes {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawModel {
     pub provider: Spanned<String>,
@@ -276,13 +277,13 @@ impl Default for RawModel {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawUrgency {
     pub rules: Vec<RawUrgencyRule>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawUrgencyRule {
     pub source: Option<Spanned<String>>,

@@ -253,22 +253,7 @@ fn mcp_servers_resolve_to_their_transports() {
 fn every_commented_example_in_the_default_config_is_valid() {
     // Commented examples are `# key = value`, `# [table]` and `# [[table]]` lines; prose
     // comments are not.
-    let uncommented: String = DEFAULT_CONFIG_TOML
-        .lines()
-        .map(|line| {
-            let example = line.strip_prefix("# ").filter(|rest| {
-                rest.starts_with('[')
-                    || rest.split_once(" = ").is_some_and(|(key, _)| {
-                        key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-                    })
-            });
-            match (example, line) {
-                (Some(rest), _) => rest.to_owned() + "\n",
-                (None, "#") => "\n".to_owned(),
-                (None, _) => line.to_owned() + "\n",
-            }
-        })
-        .collect();
+    let uncommented = uncommented_default();
     let config =
         Config::from_toml(&uncommented, None).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
     assert_eq!(config.cron.len(), 2);
@@ -286,6 +271,53 @@ fn every_commented_example_in_the_default_config_is_valid() {
     assert_eq!(email.imap.port, 993);
     assert_eq!(email.smtp.port, 587);
     assert!(email.require_authentication);
+}
+
+/// The default config with every commented example line made real.
+fn uncommented_default() -> String {
+    DEFAULT_CONFIG_TOML
+        .lines()
+        .map(|line| {
+            let example = line.strip_prefix("# ").filter(|rest| {
+                rest.starts_with('[')
+                    || rest.split_once(" = ").is_some_and(|(key, _)| {
+                        key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    })
+            });
+            match (example, line) {
+                (Some(rest), _) => rest.to_owned() + "\n",
+                (None, "#") => "\n".to_owned(),
+                (None, _) => line.to_owned() + "\n",
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_schema_accepts_every_example_and_refuses_unknown_keys_and_wrong_types() {
+    let schema = json_schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let as_json = |text: &str| -> serde_json::Value { toml::from_str(text).unwrap() };
+    let full = as_json(&uncommented_default());
+    let problems: Vec<String> = validator
+        .iter_errors(&full)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(problems.is_empty(), "{problems:?}");
+    for (text, what) in [
+        ("[daemon]\nshutdown_grace = 5\n", "an unknown key"),
+        (
+            "[lanes]\nmax_parallel = \"four\"\n",
+            "a string for a number",
+        ),
+        ("[[cron]]\nschedule = \"@daily\"\n", "a job without a name"),
+        (
+            "[email]\nimap_host = \"x\"\n",
+            "email without username and address",
+        ),
+    ] {
+        assert!(!validator.is_valid(&as_json(text)), "{what}: {text}");
+    }
 }
 
 #[test]

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::spanned::Spanned;
 use steward_events::{FieldMatch, Source, Trust, Urgency, UrgencyRule};
-use toml::Spanned;
 
 /// Where Anthropic's Messages API lives when `base_url` is not set.
 const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";

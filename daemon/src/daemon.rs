@@ -393,6 +393,32 @@ pub struct ConfigProblem {
     message: String,
 }
 
+/// `steward config check`: everything the daemon checks when it starts, beyond the file's
+/// own validation — schedules and time zones, the tool selection, roots, secrets, the email
+/// account — by building the daemon's parts on a throwaway data dir.
+pub fn check(config: &Config) -> anyhow::Result<()> {
+    let scratch = std::env::temp_dir().join(format!(
+        "steward-config-check-{}-{}",
+        std::process::id(),
+        ulid::Ulid::generate()
+    ));
+    let result = (|| -> anyhow::Result<()> {
+        let workspace = scratch.join("workspace");
+        create_private_dir(&workspace)?;
+        let store = Store::open(&scratch.join("db"))?;
+        Core::build(config, store, scratch.clone(), workspace)?;
+        for (index, route) in config.webhook_routes.iter().enumerate() {
+            route.secret.read().map_err(|message| ConfigProblem {
+                key: format!("webhook.routes[{index}].secret_env"),
+                message,
+            })?;
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
 /// The parts every channel talks to, wired together: the inbox, the main trajectory, the
 /// status board, the reply hub, the tool registry and the dispatcher (not yet running).
 /// Built once by [`run`]; benchmarks build it directly.

@@ -184,3 +184,91 @@ async fn sighup_swaps_the_policy_reports_a_bad_file_and_names_what_needs_a_resta
         "the model changes at the next start"
     );
 }
+
+fn steward(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(crate::support::BIN)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn config_check_applies_the_daemons_own_start_up_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let good = file(
+        "good.toml",
+        "[[cron]]\nname = \"brief\"\nschedule = \"0 7 * * *\"\ntz = \"Europe/Berlin\"\ntext = \"hi\"\n",
+    );
+    let output = steward(&["config", "check", &good]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(stdout(&output), format!("{good}: ok\n"));
+    for (name, text, says) in [
+        ("syntax.toml", "[daemon\n", "syntax.toml:1"),
+        (
+            "range.toml",
+            "[lanes]\nmax_parallel = 0\n",
+            "lanes.max_parallel",
+        ),
+        // Valid as a file; refused by the daemon's own checks at start.
+        (
+            "zone.toml",
+            "[[cron]]\nname = \"x\"\nschedule = \"0 7 * * *\"\ntz = \"Mars/Olympus\"\ntext = \"hi\"\n",
+            "cron[0].tz",
+        ),
+        (
+            "deny.toml",
+            "[tools]\ndeny = [\"tool_search\"]\n",
+            "tools.deny",
+        ),
+        (
+            "secret.toml",
+            "[[webhook.routes]]\nname = \"gh\"\nauth = \"github\"\nsecret_env = \"STEWARD_TEST_UNSET_SECRET\"\n",
+            "webhook.routes[0].secret_env",
+        ),
+    ] {
+        let output = steward(&["config", "check", &file(name, text)]);
+        assert_eq!(output.status.code(), Some(78), "{name}: {output:?}");
+        assert!(
+            crate::support::stderr(&output).contains(says),
+            "{name}: {output:?}"
+        );
+    }
+}
+
+#[test]
+fn config_schema_describes_every_table() {
+    let output = steward(&["config", "schema"]);
+    assert!(output.status.success());
+    let schema: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(schema["title"], "steward config.toml");
+    assert_eq!(schema["additionalProperties"], false);
+    let tables: Vec<&str> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for table in [
+        "daemon",
+        "inbox",
+        "dispatcher",
+        "lanes",
+        "model",
+        "urgency",
+        "tools",
+        "mcp",
+        "cron",
+        "watch",
+        "http",
+        "webhook",
+        "senders",
+        "email",
+    ] {
+        assert!(tables.contains(&table), "{table} in {tables:?}");
+    }
+}

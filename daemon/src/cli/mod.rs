@@ -70,6 +70,11 @@ enum Command {
     Events(EventsArgs),
     /// Show the main trajectory
     Trajectory(TrajectoryArgs),
+    /// Check the config file, or print its JSON Schema
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Install, remove or inspect the service (systemd unit or launchd agent)
     Service {
         #[command(subcommand)]
@@ -263,6 +268,17 @@ enum ToolsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file as the daemon would at start (exit 78 naming the key)
+    Check {
+        /// The file [default: --config, else the default path]
+        path: Option<PathBuf>,
+    },
+    /// Print the JSON Schema of the config file
+    Schema,
+}
+
+#[derive(Debug, Subcommand)]
 enum ServiceCommand {
     /// Write the unit (or agent) for this binary, then enable and start it
     Install(ServiceArgs),
@@ -352,7 +368,10 @@ impl Command {
     fn is_client(&self) -> bool {
         !matches!(
             self,
-            Command::Run { .. } | Command::Init { .. } | Command::Service { .. }
+            Command::Run { .. }
+                | Command::Init { .. }
+                | Command::Service { .. }
+                | Command::Config { .. }
         )
     }
 }
@@ -376,6 +395,15 @@ pub fn main() -> ExitCode {
     let config_path = cli.config.clone().or_else(paths::default_config_path);
     if let Command::Init { force } = cli.command {
         return init::init(config_path, force);
+    }
+    if let Command::Config { command } = &cli.command {
+        return match command {
+            ConfigCommand::Schema => {
+                output::out!("{:#}", steward_config::json_schema());
+                ExitCode::SUCCESS
+            }
+            ConfigCommand::Check { path } => check_config(path.clone().or(config_path)),
+        };
     }
     // Needs neither the config nor a daemon.
     if let Command::Tools {
@@ -452,7 +480,7 @@ pub fn main() -> ExitCode {
             };
             init::run(ctx, format)
         }
-        Command::Init { .. } => unreachable!("handled above"),
+        Command::Init { .. } | Command::Config { .. } => unreachable!("handled above"),
         Command::Send(args) => client_command(send::send(&ctx, args)),
         Command::Chat => client_command(send::chat(&ctx)),
         Command::Status { json } => client_command(listing::status(&ctx, json)),
@@ -499,6 +527,39 @@ pub fn main() -> ExitCode {
             client_command(actions::confirm(&ctx, id, args, json))
         }
         Command::Deny { id, reason, json } => client_command(actions::deny(&ctx, id, reason, json)),
+    }
+}
+
+/// `steward config check`: the file's validation, then the daemon's start-up checks.
+fn check_config(path: Option<PathBuf>) -> ExitCode {
+    let Some(path) = path else {
+        eprintln!("steward: no config path: name one, or set XDG_CONFIG_HOME or HOME");
+        return ExitCode::from(EX_CONFIG);
+    };
+    let config = match Config::load(&path) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            eprintln!("steward: {} does not exist", path.display());
+            return ExitCode::from(EX_CONFIG);
+        }
+        Err(e) => {
+            eprintln!("steward: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    match crate::daemon::check(&config) {
+        Ok(()) => {
+            output::out!("{}: ok", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("steward: {}: {e:#}", path.display());
+            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some() {
+                ExitCode::from(EX_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
     }
 }
 
