@@ -18,7 +18,9 @@ pub enum ClientError {
     },
     #[error("connection to the daemon failed: {0}")]
     Io(#[from] std::io::Error),
-    #[error("the daemon sent something unreadable: {0}")]
+    #[error(
+        "the daemon sent something this command cannot read ({0}); are they the same version? `steward --version` vs `steward status`"
+    )]
     Protocol(#[from] serde_json::Error),
 }
 
@@ -43,8 +45,16 @@ impl Client {
         })
     }
 
+    /// Sends `request` with this CLI's version (see `protocol`'s docs).
     pub async fn request(&mut self, request: &Request) -> Result<(), ClientError> {
-        self.write_line(request).await
+        let mut line = serde_json::to_value(request)?;
+        if let Some(object) = line.as_object_mut() {
+            object.insert(
+                crate::protocol::CLIENT_VERSION_FIELD.into(),
+                crate::protocol::VERSION.into(),
+            );
+        }
+        self.write_line(&line).await
     }
 
     pub async fn write_line<T: Serialize>(&mut self, value: &T) -> Result<(), ClientError> {
@@ -54,11 +64,22 @@ impl Client {
         Ok(())
     }
 
-    /// The next response; `None` when the daemon closed the connection.
+    /// The next response; `None` when the daemon closed the connection. A version
+    /// mismatch notice is printed as a warning on stderr and skipped.
     pub async fn next(&mut self) -> Result<Option<Response>, ClientError> {
-        match self.lines.next_line().await? {
-            Some(line) => Ok(Some(serde_json::from_str(&line)?)),
-            None => Ok(None),
+        loop {
+            let Some(line) = self.lines.next_line().await? else {
+                return Ok(None);
+            };
+            match serde_json::from_str(&line)? {
+                Response::VersionMismatch {
+                    daemon_version,
+                    client_version,
+                } => eprintln!(
+                    "steward: warning: the daemon runs steward {daemon_version}, this command is {client_version}; restart the daemon to run the new version (systemctl --user restart steward)"
+                ),
+                response => return Ok(Some(response)),
+            }
         }
     }
 

@@ -467,6 +467,13 @@ impl Core {
                     .join(", ")
             ),
         })?);
+        if let Some(from) = crate::store::schema::migrate(&store)? {
+            info!(
+                from,
+                to = crate::store::schema::CURRENT,
+                "data dir migrated to the current schema"
+            );
+        }
         let inbox = Arc::new(Inbox::open(
             store.clone(),
             config.inbox.capacity,

@@ -2,6 +2,17 @@
 //! [`Request`] line; the daemon answers with [`Response`] lines. A finite answer ends with
 //! `{"type":"end"}`; `--follow` and `wait` answers stream until done or the client leaves.
 //! In a `chat` session every further client line is a [`ChatLine`].
+//!
+//! Versions: the client adds `"client_version"` to its request line; a daemon of another
+//! version answers first with [`Response::VersionMismatch`], which the CLI prints as a
+//! warning (the usual cause: the binary was upgraded and the daemon not restarted). The
+//! daemon's version is also in `steward status`.
+
+/// This build's version, as exchanged on the socket.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The request line's version field.
+pub const CLIENT_VERSION_FIELD: &str = "client_version";
 
 use std::path::PathBuf;
 
@@ -99,6 +110,11 @@ pub enum CronCommand {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
+    /// The client's and the daemon's versions differ (sent before the answer).
+    VersionMismatch {
+        daemon_version: String,
+        client_version: String,
+    },
     /// The event is durable in the inbox.
     Accepted {
         event_id: EventId,
@@ -179,6 +195,9 @@ pub enum StepEnd {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
+    /// The daemon's version.
+    #[serde(default)]
+    pub version: String,
     pub pid: u32,
     pub uptime_secs: u64,
     pub data_dir: PathBuf,

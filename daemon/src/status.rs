@@ -146,6 +146,7 @@ impl StatusBoard {
         let brain_error = lock(&self.brain_error).clone();
         let config = lock(&self.config).clone();
         StatusReport {
+            version: crate::protocol::VERSION.to_owned(),
             config_error: config.error,
             restart_needed: config.restart_needed,
             pid: self.pid,

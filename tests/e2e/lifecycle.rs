@@ -272,3 +272,105 @@ fn config_schema_describes_every_table() {
         assert!(tables.contains(&table), "{table} in {tables:?}");
     }
 }
+
+/// The data dir's `log` tree, opened while no daemon runs.
+fn log_tree(data_dir: &std::path::Path) -> (sled::Db, sled::Tree) {
+    let db = sled::open(data_dir.join("db")).unwrap();
+    let log = db.open_tree("log").unwrap();
+    (db, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_of_the_previous_schema_is_migrated_and_a_newer_one_refused() {
+    let config = "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"ci\"\nauth = \"bearer\"\nsecret_env = \"T_BEARER\"\n\n[senders]\nunknown = \"reject\"\n";
+    let env = [("T_BEARER", "ci-token")];
+    let mut daemon = TestDaemon::start_with_env(config, &env);
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("http://{address}/hooks/ci"))
+        .bearer_auth("ci-token")
+        .header("Idempotency-Key", "k1")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403, "an unknown sender is refused");
+    assert!(daemon.terminate().success());
+    let dedupe_key = b"dwebhook:ci:k1".to_vec();
+
+    // Make it a schema-1 data dir: no version, and no dedupe entry for the rejected event.
+    {
+        let (db, log) = log_tree(daemon.path());
+        assert_eq!(
+            log.get(b"m/schema").unwrap().as_deref(),
+            Some(&2u32.to_be_bytes()[..])
+        );
+        assert!(
+            log.get(&dedupe_key).unwrap().is_some(),
+            "schema 2 keeps the key"
+        );
+        log.remove(b"m/schema").unwrap();
+        log.remove(&dedupe_key).unwrap();
+        db.flush().unwrap();
+    }
+    let dir = daemon.into_dir();
+    let mut daemon = TestDaemon::start_in_with_env(dir, &env);
+    assert!(
+        daemon.events().await.iter().any(|e| e.state == "rejected"),
+        "the data is all there"
+    );
+    assert!(daemon.terminate().success());
+    {
+        let (db, log) = log_tree(daemon.path());
+        assert_eq!(
+            log.get(b"m/schema").unwrap().as_deref(),
+            Some(&2u32.to_be_bytes()[..])
+        );
+        assert!(
+            log.get(&dedupe_key).unwrap().is_some(),
+            "the migration restored the entry"
+        );
+        log.insert(b"m/schema", &99u32.to_be_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    let output = std::process::Command::new(crate::support::BIN)
+        .args(crate::support::common_args(daemon.path()))
+        .arg("run")
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    assert!(
+        crate::support::stderr(&output).contains("written by a newer steward (data schema 99"),
+        "{output:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_version_is_told_before_its_answer() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let daemon = TestDaemon::start();
+    let stream = tokio::net::UnixStream::connect(daemon.socket())
+        .await
+        .unwrap();
+    let (reader, mut writer) = stream.into_split();
+    writer
+        .write_all(b"{\"op\":\"status\",\"client_version\":\"0.0.1\"}\n")
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(reader).lines();
+    let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(first["type"], "version_mismatch", "{first}");
+    assert_eq!(first["client_version"], "0.0.1");
+    assert_eq!(first["daemon_version"], env!("CARGO_PKG_VERSION"));
+    let second: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(second["type"], "status", "the answer follows");
+    assert_eq!(second["status"]["version"], env!("CARGO_PKG_VERSION"));
+    // The CLI itself is the same version: no warning.
+    let output = daemon.cli(&["status"]);
+    assert!(
+        !crate::support::stderr(&output).contains("warning"),
+        "{output:?}"
+    );
+    assert!(stdout(&output).contains(&format!("version        {}", env!("CARGO_PKG_VERSION"))));
+}

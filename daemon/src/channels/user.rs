@@ -114,7 +114,13 @@ impl UserChannel {
             line = session.next_line() => line,
         };
         let request = match first {
-            Ok(Some(line)) => serde_json::from_str::<Request>(&line),
+            Ok(Some(line)) => {
+                if let Err(e) = session.check_version(&line).await {
+                    debug!(channel = "user", error = %e, "control connection ended");
+                    return;
+                }
+                serde_json::from_str::<Request>(&line)
+            }
             Ok(None) => return,
             Err(e) => {
                 session.refuse(e).await;
@@ -660,6 +666,30 @@ struct Session {
 }
 
 impl Session {
+    /// Warns a client of another version before answering it (see `protocol`'s docs). A
+    /// client that names no version is older than the exchange; it gets no extra line it
+    /// could not read.
+    async fn check_version(&mut self, line: &str) -> std::io::Result<()> {
+        let client = serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| {
+                v.get(crate::protocol::CLIENT_VERSION_FIELD)?
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        match client {
+            Some(client) if client != crate::protocol::VERSION => {
+                warn!(channel = "user", client_version = %client, daemon_version = crate::protocol::VERSION, "a client of another version connected");
+                self.write(&Response::VersionMismatch {
+                    daemon_version: crate::protocol::VERSION.to_owned(),
+                    client_version: client,
+                })
+                .await
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The next line (without its newline); `None` at the end of input. Lines over
     /// [`MAX_LINE_BYTES`] or not UTF-8 are `InvalidData` errors.
     async fn next_line(&mut self) -> std::io::Result<Option<String>> {

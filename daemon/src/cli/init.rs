@@ -66,7 +66,11 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
             if e.downcast_ref::<LockError>().is_some() {
                 return ExitCode::from(EX_TEMPFAIL);
             }
-            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some() {
+            // A bad config, or a data dir from a newer version: restarting cannot help.
+            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some()
+                || e.downcast_ref::<crate::store::schema::SchemaError>()
+                    .is_some_and(|e| matches!(e, crate::store::schema::SchemaError::Newer { .. }))
+            {
                 return ExitCode::from(EX_CONFIG);
             }
             ExitCode::FAILURE

@@ -51,6 +51,7 @@ pub async fn status(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> 
 }
 
 fn print_status(s: &StatusReport) {
+    out!("version        {}", s.version);
     out!("pid            {}", s.pid);
     out!("uptime         {}s", s.uptime_secs);
     out!("data dir       {}", s.data_dir.display());

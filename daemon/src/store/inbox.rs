@@ -401,7 +401,7 @@ impl Inbox {
 /// A pending event's dedupe entry is written just after its record; a crash in between
 /// leaves the record without it. Only pending records can be in that state: anything that
 /// settled was written later in sled's log order, so its dedupe entry survived too.
-fn restore_dedupe_entry(store: &Store, record: &EventRecord) -> Result<(), StoreError> {
+pub(super) fn restore_dedupe_entry(store: &Store, record: &EventRecord) -> Result<(), StoreError> {
     let Some(key) = &record.event.dedupe_key else {
         return Ok(());
     };

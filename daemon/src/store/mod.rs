@@ -5,6 +5,7 @@
 //! wait on one `fsync`, but none is told "durable" before a flush that began after its write.
 
 mod inbox;
+pub mod schema;
 mod trajectory;
 
 use std::path::Path;
