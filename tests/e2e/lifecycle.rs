@@ -374,3 +374,105 @@ async fn a_client_of_another_version_is_told_before_its_answer() {
     );
     assert!(stdout(&output).contains(&format!("version        {}", env!("CARGO_PKG_VERSION"))));
 }
+
+fn doctor(dir: &std::path::Path, env: &[(&str, &str)]) -> (bool, Value) {
+    let output = std::process::Command::new(crate::support::BIN)
+        .args(crate::support::common_args(dir))
+        .args(["doctor", "--json"])
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let report: Value =
+        serde_json::from_str(stdout(&output).trim()).unwrap_or_else(|e| panic!("{e}: {output:?}"));
+    assert_eq!(report["ok"], output.status.success(), "{report}");
+    (output.status.success(), report)
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {report}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_passes_a_good_setup_and_names_what_is_broken() {
+    crate::mail::stack();
+    let (assistant, owner) = (
+        crate::mail::address("steward"),
+        crate::mail::address("owner"),
+    );
+    let env = [(crate::mail::PASSWORD_ENV, crate::mail::PASSWORD)];
+    let daemon = TestDaemon::start_with_env(&crate::mail::config(&assistant, &owner, ""), &env);
+    let (ok, report) = doctor(daemon.path(), &env);
+    assert!(ok, "{report:#}");
+    for name in [
+        "config", "data_dir", "daemon", "imap", "smtp", "model", "clock",
+    ] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}: {report:#}");
+    }
+    assert!(
+        check(&report, "daemon")["detail"]
+            .as_str()
+            .unwrap()
+            .contains(env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        check(&report, "service")["status"],
+        "warn",
+        "not installed here"
+    );
+    drop(daemon);
+
+    // Broken: a wrong password, a model nobody serves, a data dir others can read, a
+    // watch of a directory tree, and no daemon.
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::mail::config(&assistant, &owner, "")
+        + "\n[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n";
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let (ok, report) = doctor(dir.path(), &[(crate::mail::PASSWORD_ENV, "wrong")]);
+    assert!(!ok);
+    assert_eq!(check(&report, "imap")["status"], "fail", "{report:#}");
+    assert!(
+        check(&report, "imap")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("login"),
+        "{report:#}"
+    );
+    assert_eq!(check(&report, "smtp")["status"], "fail", "{report:#}");
+    assert_eq!(check(&report, "model")["status"], "fail", "{report:#}");
+    assert!(
+        check(&report, "model")["fix"]
+            .as_str()
+            .unwrap()
+            .contains("base_url")
+    );
+    assert_eq!(check(&report, "data_dir")["status"], "warn", "{report:#}");
+    assert_eq!(check(&report, "daemon")["status"], "warn", "{report:#}");
+
+    // And a config the daemon would refuse.
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[lanes]\nmax_parallel = 0\n",
+    )
+    .unwrap();
+    let (ok, report) = doctor(dir.path(), &[]);
+    assert!(!ok);
+    assert_eq!(check(&report, "config")["status"], "fail");
+    assert!(
+        check(&report, "config")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("lanes.max_parallel")
+    );
+}

@@ -10,7 +10,7 @@ mod none;
 mod openai;
 pub mod prompt;
 pub(crate) mod sse;
-mod transport;
+pub mod transport;
 
 use std::fmt;
 use std::future::Future;

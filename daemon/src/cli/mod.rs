@@ -6,6 +6,7 @@
 
 mod actions;
 mod cron;
+mod doctor;
 mod init;
 mod listing;
 mod output;
@@ -70,6 +71,12 @@ enum Command {
     Events(EventsArgs),
     /// Show the main trajectory
     Trajectory(TrajectoryArgs),
+    /// Check what a working daemon needs: config, data dir, daemon, ports, mail, model…
+    Doctor {
+        /// One JSON object: {"ok", "checks": [{"name", "status", "detail", "fix"?}]}
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the config file, or print its JSON Schema
     Config {
         #[command(subcommand)]
@@ -364,7 +371,8 @@ fn service_paths(
 }
 
 impl Command {
-    /// Commands that only talk to a running daemon.
+    /// Commands that only talk to a running daemon (and `doctor`, which reports a broken
+    /// config rather than stopping at it).
     fn is_client(&self) -> bool {
         !matches!(
             self,
@@ -451,6 +459,26 @@ pub fn main() -> ExitCode {
         data_dir,
     };
     match cli.command {
+        Command::Doctor { json } => {
+            let paths = service_paths(
+                cli.config.as_ref(),
+                cli.data_dir.as_ref(),
+                &ctx,
+                service::Scope::User,
+            )
+            .ok();
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    eprintln!("steward: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            runtime.block_on(doctor::doctor(&ctx, paths, json))
+        }
         Command::Service { command } => {
             let scope = match &command {
                 ServiceCommand::Install(args) | ServiceCommand::Uninstall(args) => {

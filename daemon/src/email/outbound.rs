@@ -89,6 +89,19 @@ impl Mailer {
         Ok(Self { account, transport })
     }
 
+    /// Connects, secures and logs in to the SMTP server, then quits (`steward doctor`).
+    pub async fn check(&self) -> anyhow::Result<()> {
+        match self.transport.test_connection().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(anyhow!("SMTP connection did not answer NOOP")),
+            Err(e) => Err(anyhow!(
+                "SMTP {}:{}: {e}",
+                self.account.config.smtp.host,
+                self.account.config.smtp.port
+            )),
+        }
+    }
+
     /// The address mail is sent from.
     pub fn address(&self) -> &str {
         &self.account.config.address
