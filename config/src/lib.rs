@@ -83,15 +83,37 @@ pub enum SecretSource {
 
 impl SecretSource {
     /// The secret (a file's content without surrounding whitespace), or why it is missing.
+    /// A file path may start with `$CREDENTIALS_DIRECTORY/` (or `${CREDENTIALS_DIRECTORY}/`):
+    /// systemd's `LoadCredential=` directory of the running service.
     pub fn read(&self) -> Result<String, String> {
         match self {
             SecretSource::Env(var) => {
                 std::env::var(var).map_err(|_| format!("the variable {var} is not set"))
             }
-            SecretSource::File(path) => std::fs::read_to_string(path)
-                .map(|s| s.trim().to_owned())
-                .map_err(|e| format!("{}: {e}", path.display())),
+            SecretSource::File(path) => {
+                let path = credentials_path(path, std::env::var_os("CREDENTIALS_DIRECTORY"))?;
+                std::fs::read_to_string(&path)
+                    .map(|s| s.trim().to_owned())
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
         }
+    }
+}
+
+/// Expands a leading `$CREDENTIALS_DIRECTORY` / `${CREDENTIALS_DIRECTORY}` (systemd's
+/// `LoadCredential=`) in a secret file's path.
+pub fn credentials_path(path: &Path, directory: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
+    let text = path.to_string_lossy();
+    let rest = ["$CREDENTIALS_DIRECTORY/", "${CREDENTIALS_DIRECTORY}/"]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix));
+    match (rest, directory) {
+        (None, _) => Ok(path.to_owned()),
+        (Some(rest), Some(directory)) => Ok(PathBuf::from(directory).join(rest)),
+        (Some(_), None) => Err(format!(
+            "{} names $CREDENTIALS_DIRECTORY, which is not set (LoadCredential= in the service unit sets it)",
+            path.display()
+        )),
     }
 }
 

@@ -374,3 +374,21 @@ fn email_tls_modes_pick_their_ports_and_plain_text_stays_on_loopback() {
     );
     assert!(error.contains("email.address"), "{error}");
 }
+
+#[test]
+fn secret_files_may_live_in_systemds_credentials_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("email-password"), "s3cret\n").unwrap();
+    let credentials = Some(dir.path().as_os_str().to_owned());
+    for written in [
+        "$CREDENTIALS_DIRECTORY/email-password",
+        "${CREDENTIALS_DIRECTORY}/email-password",
+    ] {
+        let path = credentials_path(Path::new(written), credentials.clone()).unwrap();
+        assert_eq!(path, dir.path().join("email-password"));
+    }
+    let plain = credentials_path(Path::new("/etc/steward/pw"), credentials).unwrap();
+    assert_eq!(plain, Path::new("/etc/steward/pw"));
+    let unset = credentials_path(Path::new("$CREDENTIALS_DIRECTORY/pw"), None).unwrap_err();
+    assert!(unset.contains("LoadCredential"), "{unset}");
+}

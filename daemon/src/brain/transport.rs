@@ -172,14 +172,19 @@ pub fn load_api_key(source: &ApiKeySource) -> Result<Option<String>, BrainError>
         ApiKeySource::Env(var) => std::env::var(var)
             .map(Some)
             .map_err(|_| BrainError::Unavailable(format!("the API key variable {var} is not set"))),
-        ApiKeySource::File(path) => std::fs::read_to_string(path)
-            .map(|key| Some(key.trim().to_owned()))
-            .map_err(|e| {
-                BrainError::Unavailable(format!(
-                    "cannot read the API key file {}: {e}",
-                    path.display()
-                ))
-            }),
+        ApiKeySource::File(path) => {
+            let path =
+                steward_config::credentials_path(path, std::env::var_os("CREDENTIALS_DIRECTORY"))
+                    .map_err(BrainError::Unavailable)?;
+            std::fs::read_to_string(&path)
+                .map(|key| Some(key.trim().to_owned()))
+                .map_err(|e| {
+                    BrainError::Unavailable(format!(
+                        "cannot read the API key file {}: {e}",
+                        path.display()
+                    ))
+                })
+        }
     }
 }
 
