@@ -102,7 +102,10 @@ impl SecretSource {
 
 /// Expands a leading `$CREDENTIALS_DIRECTORY` / `${CREDENTIALS_DIRECTORY}` (systemd's
 /// `LoadCredential=`) in a secret file's path.
-pub fn credentials_path(path: &Path, directory: Option<std::ffi::OsString>) -> Result<PathBuf, String> {
+pub fn credentials_path(
+    path: &Path,
+    directory: Option<std::ffi::OsString>,
+) -> Result<PathBuf, String> {
     let text = path.to_string_lossy();
     let rest = ["$CREDENTIALS_DIRECTORY/", "${CREDENTIALS_DIRECTORY}/"]
         .iter()

@@ -32,7 +32,7 @@ use crate::instance_lock::InstanceLock;
 use crate::notify::{self, Heartbeat};
 use crate::paths;
 use crate::replies::ReplyHub;
-use crate::status::{ConfigState, StatusBoard};
+use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
 use crate::timer::Timer;
 use crate::timer::control::Scheduler;
@@ -102,36 +102,17 @@ pub async fn run(
     };
     tasks.spawn(timer.run(shutdown.clone()));
     watches.start(&config.watch).await?;
-    if let Some(http) = &config.http {
-        let api = crate::webhook::api::Api {
-            token: api_token.clone(),
-            inbox: scheduler.inbox.clone(),
-            status: status.clone(),
-            confirmations: confirmations.clone(),
-            replies: user_channel.replies.clone(),
-            rules: Arc::new(config.urgency_rules.clone()),
-            trajectory: user_channel.trajectory.clone(),
-        };
-        let server = crate::webhook::server::start(
-            http,
-            &config.webhook_routes,
-            config.senders.clone(),
-            api,
-            &data_dir,
-            shutdown.clone(),
-        )
-        .await
-        .map_err(|e| match e {
-            crate::webhook::server::HttpError::Secret { index, .. } => {
-                anyhow::Error::from(ConfigProblem {
-                    key: format!("webhook.routes[{index}].secret_env"),
-                    message: e.to_string(),
-                })
-            }
-            other => anyhow::Error::from(other),
-        })?;
-        tasks.spawn(server);
-    }
+    let api = crate::webhook::api::Api {
+        token: api_token.clone(),
+        inbox: scheduler.inbox.clone(),
+        status: status.clone(),
+        confirmations: confirmations.clone(),
+        replies: user_channel.replies.clone(),
+        rules: Arc::new(config.urgency_rules.clone()),
+        trajectory: user_channel.trajectory.clone(),
+    };
+    let mut http_channel = crate::reload::HttpChannel::new(api, data_dir.clone());
+    http_channel.start(&config, &shutdown).await?;
     crate::mcp::start(
         &config.mcp_servers,
         user_channel.tools.clone(),
@@ -150,23 +131,26 @@ pub async fn run(
             }
         });
     }
-    if let Some(parts) = email {
-        crate::email::start(
-            parts,
-            crate::email::Wiring {
-                store: &store,
-                data_dir: &data_dir,
-                inbox: user_channel.inbox.clone(),
-                status: status.clone(),
-                replies: user_channel.replies.clone(),
-                confirmations: confirmations.clone(),
-                pipeline,
-                rules: Arc::new(config.urgency_rules.clone()),
-            },
-            &tasks,
-            shutdown.clone(),
-        )?;
-    }
+    let email_channel = match email {
+        Some(handle) => {
+            let mut channel = crate::reload::EmailChannel::new(
+                handle,
+                crate::email::Wiring {
+                    store: store.clone(),
+                    data_dir: data_dir.clone(),
+                    inbox: user_channel.inbox.clone(),
+                    status: status.clone(),
+                    replies: user_channel.replies.clone(),
+                    confirmations: confirmations.clone(),
+                    pipeline: pipeline.clone(),
+                    rules: Arc::new(config.urgency_rules.clone()),
+                },
+            );
+            channel.start(&shutdown)?;
+            Some(channel)
+        }
+        None => None,
+    };
     tasks.spawn(user_channel.run(listener, shutdown.clone()));
     tasks.spawn(confirmations.run_expiry(shutdown.clone()));
     tasks.close();
@@ -177,26 +161,30 @@ pub async fn run(
     notify::ready(&status.summary());
 
     let mut sighup = signal(SignalKind::hangup()).context("cannot install SIGHUP handler")?;
-    let reloader = Reloader {
-        path: config_path.as_deref(),
-        started: &config,
-        scheduler: &scheduler,
-        watches: &watches,
-        status: &status,
-        pipeline: &reload_pipeline,
+    let mut reloader = crate::reload::Reloader {
+        path: config_path.clone(),
+        started: config.clone(),
+        live: config.clone(),
+        scheduler: scheduler.clone(),
+        watches: watches.clone(),
+        status: status.clone(),
+        pipeline: reload_pipeline,
+        http: http_channel,
+        email: email_channel,
+        shutdown: shutdown.clone(),
     };
     let faulted = loop {
         tokio::select! {
             _ = sigterm.recv() => { info!("SIGTERM: shutting down"); break false }
             _ = sigint.recv() => { info!("SIGINT: shutting down"); break false }
-            _ = sighup.recv() => reloader.reload(),
+            _ = sighup.recv() => reloader.reload().await,
             () = fault.cancelled() => break true,
         }
     };
     notify::stopping();
     shutdown.cancel();
     let drained = async {
-        tokio::join!(tasks.wait(), watches.stop());
+        tokio::join!(tasks.wait(), watches.stop(), reloader.stop_channels());
     };
     if tokio::time::timeout(config.daemon.shutdown_grace, drained)
         .await
@@ -224,7 +212,9 @@ fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
 }
 
 /// The config's `[[cron]]` jobs, checked.
-fn cron_specs(config: &Config) -> Result<Vec<crate::timer::jobs::JobSpec>, ConfigProblem> {
+pub(crate) fn cron_specs(
+    config: &Config,
+) -> Result<Vec<crate::timer::jobs::JobSpec>, ConfigProblem> {
     let zone = crate::timer::jobs::system_zone();
     config
         .cron
@@ -241,107 +231,19 @@ fn cron_specs(config: &Config) -> Result<Vec<crate::timer::jobs::JobSpec>, Confi
         .collect()
 }
 
-/// What a SIGHUP can change in a running daemon.
-struct Reloader<'a> {
-    path: Option<&'a Path>,
-    /// The configuration the daemon started with: sections that cannot change while
-    /// running are compared against it.
-    started: &'a Config,
-    scheduler: &'a Scheduler,
-    watches: &'a WatchSet,
-    status: &'a StatusBoard,
-    pipeline: &'a ToolPipeline,
-}
-
-impl Reloader<'_> {
-    /// Reads the config file again. Scheduled jobs are reconciled, file watches restarted
-    /// where they changed, and the tool policy rules swapped as a whole; an invalid file is
-    /// reported (log and `steward status`) and the running configuration stays. Sections
-    /// that only a restart applies (model, tools selection, HTTP, webhooks, email, MCP,
-    /// daemon, inbox, lanes) are named in `steward status` when they differ.
-    fn reload(&self) {
-        notify::reloading();
-        let outcome = match self.path.map(Config::load) {
-            None => {
-                info!("SIGHUP: no config file; nothing to reload");
-                Ok(Vec::new())
-            }
-            Some(Err(e)) => Err(e.to_string()),
-            Some(Ok(loaded)) => self.apply(&loaded.unwrap_or_default()),
-        };
-        match outcome {
-            Ok(restart_needed) => self.status.set_config_state(ConfigState {
-                error: None,
-                restart_needed,
-            }),
-            Err(error) => {
-                error!(%error, "SIGHUP: the config file is invalid; the running configuration stays");
-                self.status.set_config_state(ConfigState {
-                    error: Some(error),
-                    restart_needed: Vec::new(),
-                });
-            }
-        }
-        notify::ready(&self.status.summary());
-    }
-
-    /// Applies what can change while running; returns the sections that need a restart.
-    fn apply(&self, config: &Config) -> Result<Vec<String>, String> {
-        let specs = cron_specs(config).map_err(|e| e.to_string())?;
-        self.scheduler
-            .jobs
-            .reconcile(specs, chrono::Utc::now())
-            .map_err(|e| e.to_string())?;
-        self.scheduler.changed.notify_one();
-        self.watches.reload(&config.watch);
-        self.pipeline
-            .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
-        let started = self.started;
-        let mut tools_selection = started.tools.clone();
-        tools_selection.policy = config.tools.policy.clone();
-        let sections = [
-            ("daemon", started.daemon != config.daemon),
-            ("inbox", started.inbox != config.inbox),
-            ("dispatcher", started.dispatcher != config.dispatcher),
-            ("lanes", started.lanes != config.lanes),
-            ("model", started.model != config.model),
-            ("urgency", started.urgency_rules != config.urgency_rules),
-            ("tools", tools_selection != config.tools),
-            ("mcp", started.mcp_servers != config.mcp_servers),
-            ("http", started.http != config.http),
-            ("webhook", started.webhook_routes != config.webhook_routes),
-            ("senders", started.senders != config.senders),
-            ("email", started.email != config.email),
-        ];
-        let restart_needed: Vec<String> = sections
-            .iter()
-            .filter(|(_, changed)| *changed)
-            .map(|(name, _)| (*name).to_owned())
-            .collect();
-        info!(
-            jobs = config.cron.len(),
-            watches = config.watch.len(),
-            policy_rules = config.tools.policy.len(),
-            restart_needed = ?restart_needed,
-            "SIGHUP: scheduled jobs, file watches and tool policy reloaded"
-        );
-        Ok(restart_needed)
-    }
-}
-
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(
     config: &Config,
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
-    email: Option<&crate::email::EmailParts>,
+    email: Option<&crate::email::EmailHandle>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
     let builder = crate::timer::tools::register(builder, scheduler);
     let builder = match email {
-        Some(parts) => crate::email::tools::register(builder, &parts.account, &parts.mailer),
+        Some(handle) => crate::email::tools::register(builder, handle),
         None => builder,
     };
     let builder = crate::watch::tools::register(builder, watches)
@@ -389,8 +291,8 @@ const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 
 #[derive(Debug, thiserror::Error)]
 #[error("config key `{key}`: {message}")]
 pub struct ConfigProblem {
-    key: String,
-    message: String,
+    pub(crate) key: String,
+    pub(crate) message: String,
 }
 
 /// `steward config check`: everything the daemon checks when it starts, beyond the file's
@@ -439,7 +341,7 @@ pub struct Core {
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
     /// The email account and sender, when `[email]` is configured.
-    pub email: Option<crate::email::EmailParts>,
+    pub email: Option<crate::email::EmailHandle>,
     /// The tool pipeline (the email channel reconciles its ledger).
     pub pipeline: ToolPipeline,
 }
@@ -497,7 +399,7 @@ impl Core {
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let watches = WatchSet::new(store.watch_tree()?, inbox.clone(), status.clone());
         let email = match &config.email {
-            Some(email) => Some(email_parts(email)?),
+            Some(email) => Some(crate::email::EmailHandle::new(email_parts(email)?)),
             None => None,
         };
         let tools = registry(
@@ -591,7 +493,9 @@ impl Core {
 
 /// The email account (its password and trust anchor read now: a missing one is a config
 /// problem) and its sender.
-fn email_parts(config: &steward_config::EmailConfig) -> anyhow::Result<crate::email::EmailParts> {
+pub(crate) fn email_parts(
+    config: &steward_config::EmailConfig,
+) -> anyhow::Result<crate::email::EmailParts> {
     let account =
         crate::email::account::Account::new(config.clone()).map_err(|e| ConfigProblem {
             key: if format!("{e:#}").contains("ca_file") {
@@ -612,7 +516,7 @@ fn email_parts(config: &steward_config::EmailConfig) -> anyhow::Result<crate::em
     Ok(crate::email::EmailParts { account, mailer })
 }
 
-fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
+pub(crate) fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
     PolicyRule {
         id: rule.id.clone(),
         tool: rule.tool.clone(),

@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod notify;
 pub mod paths;
 pub mod protocol;
+pub mod reload;
 pub mod replies;
 pub mod status;
 pub mod store;

@@ -476,3 +476,115 @@ async fn doctor_passes_a_good_setup_and_names_what_is_broken() {
             .contains("lanes.max_parallel")
     );
 }
+
+async fn post_until(daemon: &TestDaemon, token: &str, expected: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap_or_default();
+        let status = reqwest::Client::new()
+            .post(format!("http://{address}/hooks/ci"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", ulid::Ulid::generate().to_string())
+            .body("{}")
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        if status.as_ref().ok() == Some(&expected) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {expected} for {token}, got {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_restarts_the_http_server_with_new_routes_and_keeps_it_on_a_bad_secret() {
+    let route = |var: &str| {
+        format!(
+            "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"ci\"\nauth = \"bearer\"\nsecret_env = \"{var}\"\n"
+        )
+    };
+    let env = [("T_OLD", "old-token"), ("T_NEW", "new-token")];
+    let daemon = TestDaemon::start_with_env(&route("T_OLD"), &env);
+    post_until(&daemon, "old-token", 202).await;
+    let config = daemon.path().join("config.toml");
+
+    std::fs::write(&config, route("T_NEW")).unwrap();
+    signal(&daemon, "-HUP");
+    post_until(&daemon, "new-token", 202).await;
+    post_until(&daemon, "old-token", 401).await;
+    assert_eq!(
+        status_json(&daemon)["restart_needed"],
+        serde_json::json!([])
+    );
+
+    // A route whose secret is missing: refused before anything stops.
+    std::fs::write(&config, route("T_MISSING")).unwrap();
+    signal(&daemon, "-HUP");
+    notifications(&daemon, Duration::from_millis(500));
+    let status = status_json(&daemon);
+    assert!(
+        status["config_error"]
+            .as_str()
+            .unwrap()
+            .contains("webhook.routes[0].secret_env"),
+        "{status}"
+    );
+    post_until(&daemon, "new-token", 202).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_moves_the_email_channel_and_its_tools_to_a_new_account() {
+    crate::mail::stack();
+    let (first, second, owner) = (
+        crate::mail::address("first"),
+        crate::mail::address("second"),
+        crate::mail::address("owner"),
+    );
+    let env = [(crate::mail::PASSWORD_ENV, crate::mail::PASSWORD)];
+    let config = |assistant: &str| {
+        crate::mail::config(assistant, &owner, "require_authentication = false\n")
+    };
+    let daemon = TestDaemon::start_with_env(&config(&first), &env);
+    let idle = |s: &steward_daemon::protocol::StatusReport| {
+        s.channels
+            .iter()
+            .any(|c| c.name == "email" && c.state == "idle")
+    };
+    daemon.wait_for_status("idle", idle).await;
+
+    std::fs::write(daemon.path().join("config.toml"), config(&second)).unwrap();
+    signal(&daemon, "-HUP");
+    notifications(&daemon, Duration::from_millis(300));
+    daemon
+        .wait_for_status("idle on the new account", idle)
+        .await;
+    let raw = crate::mail::message(&owner, &second, "to the new box", "x", "", false);
+    crate::mail::deliver(&owner, &second, raw.as_bytes()).await;
+    let events = daemon
+        .wait_for_events("mail to the new account", |events| {
+            events.iter().any(|e| e.text.contains("to the new box"))
+        })
+        .await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.channel.starts_with("email:"))
+            .count(),
+        1
+    );
+    // The tools read the new mailbox too.
+    let output = daemon.cli(&["tools", "call", "email_search", "--args", "{}", "--json"]);
+    let found: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(
+        found["result"]["messages"][0]["subject"], "to the new box",
+        "{found}"
+    );
+    assert_eq!(
+        status_json(&daemon)["restart_needed"],
+        serde_json::json!([])
+    );
+}

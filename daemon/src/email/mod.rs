@@ -20,7 +20,7 @@ pub mod reconcile;
 pub mod replies;
 pub mod tools;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use steward_events::UrgencyRule;
@@ -40,11 +40,29 @@ pub struct EmailParts {
     pub mailer: outbound::Mailer,
 }
 
+/// The account the email tools use, replaced as a whole when a reload changes `[email]`.
+#[derive(Clone, Debug)]
+pub struct EmailHandle(Arc<std::sync::RwLock<EmailParts>>);
+
+impl EmailHandle {
+    pub fn new(parts: EmailParts) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(parts)))
+    }
+
+    pub fn get(&self) -> EmailParts {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set(&self, parts: EmailParts) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = parts;
+    }
+}
+
 /// What the running channel needs from the rest of the daemon.
-#[derive(Debug)]
-pub struct Wiring<'a> {
-    pub store: &'a Store,
-    pub data_dir: &'a Path,
+#[derive(Clone, Debug)]
+pub struct Wiring {
+    pub store: Store,
+    pub data_dir: PathBuf,
     pub inbox: Arc<Inbox>,
     pub status: Arc<StatusBoard>,
     pub replies: ReplyHub,
@@ -56,7 +74,7 @@ pub struct Wiring<'a> {
 /// Spawns the inbound actor, the replier and the reconciliation.
 pub fn start(
     parts: EmailParts,
-    wiring: Wiring<'_>,
+    wiring: Wiring,
     tasks: &TaskTracker,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {

@@ -12,9 +12,10 @@ use steward_tools::{
     ToolRegistryBuilder, ToolSource,
 };
 
-use super::account::{Account, bounded};
-use super::outbound::{Mailer, Outgoing, reply_subject};
+use super::account::bounded;
+use super::outbound::{Outgoing, reply_subject};
 use super::parse;
+use super::{EmailHandle, EmailParts};
 
 /// Listing results, at most.
 const MAX_LIST: usize = 100;
@@ -43,12 +44,9 @@ fn contract(name: &str, description: &str, parameters: Value, effect: SideEffect
     }
 }
 
-/// Adds the four tools.
-pub fn register(
-    builder: ToolRegistryBuilder,
-    account: &Account,
-    mailer: &Mailer,
-) -> ToolRegistryBuilder {
+/// Adds the four tools; they use whatever account `parts` holds when they run (a reload
+/// may replace it).
+pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegistryBuilder {
     let addresses =
         json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50});
     let search = contract(
@@ -113,8 +111,7 @@ pub fn register(
     );
     let tool = |op| EmailTool {
         op,
-        account: account.clone(),
-        mailer: mailer.clone(),
+        parts: parts.clone(),
     };
     builder
         .register(search, tool(Op::Search))
@@ -133,8 +130,7 @@ enum Op {
 
 struct EmailTool {
     op: Op,
-    account: Account,
-    mailer: Mailer,
+    parts: EmailHandle,
 }
 
 /// A string for an IMAP SEARCH key: quoted, without what could end the quote or the line.
@@ -164,13 +160,13 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 impl EmailTool {
-    fn mailbox<'a>(&'a self, args: &'a Value) -> &'a str {
+    fn mailbox<'a>(parts: &'a EmailParts, args: &'a Value) -> &'a str {
         args["mailbox"]
             .as_str()
-            .unwrap_or(&self.account.config.mailbox)
+            .unwrap_or(&parts.account.config.mailbox)
     }
 
-    async fn search(&self, args: &Value) -> anyhow::Result<Value> {
+    async fn search(parts: &EmailParts, args: &Value) -> anyhow::Result<Value> {
         let mut criteria = Vec::new();
         if let Some(from) = args["from"].as_str() {
             criteria.push(format!("FROM {}", quoted(from)));
@@ -190,8 +186,8 @@ impl EmailTool {
             criteria.push("ALL".into());
         }
         let limit = args["limit"].as_u64().unwrap_or(20) as usize;
-        let mut session = self.account.imap().await?;
-        bounded("EXAMINE", session.examine(self.mailbox(args))).await?;
+        let mut session = parts.account.imap().await?;
+        bounded("EXAMINE", session.examine(Self::mailbox(parts, args))).await?;
         let mut uids: Vec<u32> = bounded("UID SEARCH", session.uid_search(criteria.join(" ")))
             .await?
             .into_iter()
@@ -232,11 +228,11 @@ impl EmailTool {
     }
 
     async fn fetch_one(
-        &self,
+        parts: &EmailParts,
         mailbox: &str,
         criteria: &str,
     ) -> anyhow::Result<Option<(u32, Vec<u8>)>> {
-        let mut session = self.account.imap().await?;
+        let mut session = parts.account.imap().await?;
         bounded("EXAMINE", session.examine(mailbox)).await?;
         let uids = bounded("UID SEARCH", session.uid_search(criteria)).await?;
         let Some(uid) = uids.into_iter().max() else {
@@ -254,15 +250,17 @@ impl EmailTool {
             .find_map(|f| Some((f.uid?, f.body()?.to_vec()))))
     }
 
-    async fn read(&self, args: &Value) -> anyhow::Result<Value> {
+    async fn read(parts: &EmailParts, args: &Value) -> anyhow::Result<Value> {
         let uid = args["uid"].as_u64().unwrap_or(0);
-        let Some((uid, raw)) = self
-            .fetch_one(self.mailbox(args), &format!("UID {uid}"))
-            .await?
+        let Some((uid, raw)) =
+            Self::fetch_one(parts, Self::mailbox(parts, args), &format!("UID {uid}")).await?
         else {
-            anyhow::bail!("no message with uid {uid} in {}", self.mailbox(args));
+            anyhow::bail!(
+                "no message with uid {uid} in {}",
+                Self::mailbox(parts, args)
+            );
         };
-        if raw.len() as u64 > self.account.config.max_message_bytes {
+        if raw.len() as u64 > parts.account.config.max_message_bytes {
             anyhow::bail!(
                 "message {uid} has {} bytes, over email.max_message_bytes",
                 raw.len()
@@ -282,39 +280,48 @@ impl EmailTool {
         }))
     }
 
-    fn message_id(&self, ctx: &ExecutionContext) -> String {
+    fn message_id(parts: &EmailParts, ctx: &ExecutionContext) -> String {
         let unique = ctx
             .idempotency_key
             .clone()
             .unwrap_or_else(|| ulid::Ulid::generate().to_string());
-        self.mailer.message_id_for(&unique)
+        parts.mailer.message_id_for(&unique)
     }
 
-    async fn send(&self, args: &Value, ctx: &ExecutionContext) -> anyhow::Result<Value> {
+    async fn send(
+        parts: &EmailParts,
+        args: &Value,
+        ctx: &ExecutionContext,
+    ) -> anyhow::Result<Value> {
         let mail = Outgoing {
-            message_id: self.message_id(ctx),
+            message_id: Self::message_id(parts, ctx),
             to: strings(&args["to"]),
             cc: strings(&args["cc"]),
             subject: args["subject"].as_str().unwrap_or_default().to_owned(),
             body: args["body"].as_str().unwrap_or_default().to_owned(),
             ..Default::default()
         };
-        self.mailer.send(&mail).await?;
+        parts.mailer.send(&mail).await?;
         Ok(json!({"sent": true, "message_id": mail.message_id, "to": mail.to}))
     }
 
-    async fn reply(&self, args: &Value, ctx: &ExecutionContext) -> anyhow::Result<Value> {
+    async fn reply(
+        parts: &EmailParts,
+        args: &Value,
+        ctx: &ExecutionContext,
+    ) -> anyhow::Result<Value> {
         let wanted = args["message_id"].as_str().unwrap_or_default();
         let wanted = wanted.trim().trim_start_matches('<').trim_end_matches('>');
         let criteria = format!("HEADER Message-ID {}", quoted(&format!("<{wanted}>")));
-        let Some((_, raw)) = self.fetch_one(self.mailbox(args), &criteria).await? else {
+        let Some((_, raw)) = Self::fetch_one(parts, Self::mailbox(parts, args), &criteria).await?
+        else {
             anyhow::bail!(
                 "no message with Message-ID <{wanted}> in {}",
-                self.mailbox(args)
+                Self::mailbox(parts, args)
             );
         };
         let original = parse::parse(&raw).map_err(|e| anyhow::anyhow!("the original: {e}"))?;
-        let own = self.mailer.address().to_ascii_lowercase();
+        let own = parts.mailer.address().to_ascii_lowercase();
         let cc = if args["all"].as_bool().unwrap_or(false) {
             original
                 .to
@@ -326,7 +333,7 @@ impl EmailTool {
             Vec::new()
         };
         let mail = Outgoing {
-            message_id: self.message_id(ctx),
+            message_id: Self::message_id(parts, ctx),
             to: vec![original.from.clone()],
             cc,
             subject: reply_subject(&original.subject),
@@ -334,7 +341,7 @@ impl EmailTool {
             in_reply_to: Some(original.message_id.clone()),
             references: original.reply_references(),
         };
-        self.mailer.send(&mail).await?;
+        parts.mailer.send(&mail).await?;
         Ok(
             json!({"sent": true, "message_id": mail.message_id, "to": mail.to, "in_reply_to": wanted}),
         )
@@ -344,11 +351,12 @@ impl EmailTool {
 impl ToolHandler for EmailTool {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
+            let parts = self.parts.get();
             let result = match self.op {
-                Op::Search => self.search(args).await,
-                Op::Read => self.read(args).await,
-                Op::Send => self.send(args, ctx).await,
-                Op::Reply => self.reply(args, ctx).await,
+                Op::Search => Self::search(&parts, args).await,
+                Op::Read => Self::read(&parts, args).await,
+                Op::Send => Self::send(&parts, args, ctx).await,
+                Op::Reply => Self::reply(&parts, args, ctx).await,
             };
             match result {
                 Ok(content) => ToolOutcome::ok(content),

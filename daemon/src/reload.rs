@@ -1,0 +1,300 @@
+//! SIGHUP: read the config file again and apply what can change in a running daemon.
+//!
+//! - Applied in place: scheduled jobs (reconciled), file watches (restarted where they
+//!   changed), the tool policy rules (swapped as a whole).
+//! - Restarted: the HTTP server when `[http]`, webhook routes or `[senders]` changed (the
+//!   new routes and secrets are checked first; if the new server cannot bind, the previous
+//!   one is started again), and the email channel when `[email]` changed (the new account
+//!   is checked first; the email tools switch to it at the same time).
+//! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
+//!   dispatcher, lanes, model, urgency, tool selection, MCP), and email added or removed.
+//! - An invalid file changes nothing: the error is logged and shown in `steward status`.
+//!   systemd hears `RELOADING=1` before and `READY=1` after.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use steward_config::Config;
+use steward_tools::ToolPipeline;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+use crate::daemon::{ConfigProblem, cron_specs, email_parts, policy_rule};
+use crate::email::{EmailHandle, Wiring};
+use crate::notify;
+use crate::status::{ConfigState, StatusBoard};
+use crate::timer::control::Scheduler;
+use crate::watch::set::WatchSet;
+use crate::webhook::api::Api;
+
+/// A channel's tasks, stoppable on their own (a child of the daemon's shutdown token).
+#[derive(Debug)]
+struct ChannelSlot {
+    stop: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl ChannelSlot {
+    fn new(parent: &CancellationToken) -> Self {
+        Self {
+            stop: parent.child_token(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    async fn stop(self, grace: Duration) {
+        self.stop.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!("a channel did not stop within the grace period");
+        }
+    }
+}
+
+/// The HTTP server (webhooks and the owner API).
+#[derive(Debug)]
+pub struct HttpChannel {
+    pub api: Api,
+    pub data_dir: PathBuf,
+    slot: Option<ChannelSlot>,
+}
+
+impl HttpChannel {
+    pub fn new(api: Api, data_dir: PathBuf) -> Self {
+        Self {
+            api,
+            data_dir,
+            slot: None,
+        }
+    }
+
+    /// Starts the server the config asks for (none without `[http]` or routes).
+    pub async fn start(
+        &mut self,
+        config: &Config,
+        parent: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let Some(http) = &config.http else {
+            return Ok(());
+        };
+        let slot = ChannelSlot::new(parent);
+        let server = crate::webhook::server::start(
+            http,
+            &config.webhook_routes,
+            config.senders.clone(),
+            self.api.clone(),
+            &self.data_dir,
+            slot.stop.clone(),
+        )
+        .await
+        .map_err(|e| match e {
+            crate::webhook::server::HttpError::Secret { index, .. } => {
+                anyhow::Error::from(ConfigProblem {
+                    key: format!("webhook.routes[{index}].secret_env"),
+                    message: e.to_string(),
+                })
+            }
+            other => anyhow::Error::from(other),
+        })?;
+        slot.tasks.spawn(server);
+        self.slot = Some(slot);
+        Ok(())
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        if let Some(slot) = self.slot.take() {
+            slot.stop(grace).await;
+        }
+    }
+}
+
+/// The email channel and the account its tools use.
+#[derive(Debug)]
+pub struct EmailChannel {
+    pub handle: EmailHandle,
+    pub wiring: Wiring,
+    slot: Option<ChannelSlot>,
+}
+
+impl EmailChannel {
+    pub fn new(handle: EmailHandle, wiring: Wiring) -> Self {
+        Self {
+            handle,
+            wiring,
+            slot: None,
+        }
+    }
+
+    pub fn start(&mut self, parent: &CancellationToken) -> anyhow::Result<()> {
+        let slot = ChannelSlot::new(parent);
+        crate::email::start(
+            self.handle.get(),
+            self.wiring.clone(),
+            &slot.tasks,
+            slot.stop.clone(),
+        )?;
+        self.slot = Some(slot);
+        Ok(())
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        if let Some(slot) = self.slot.take() {
+            slot.stop(grace).await;
+        }
+        self.wiring
+            .status
+            .remove_channel(crate::email::inbound::CHANNEL);
+    }
+}
+
+/// Everything a reload touches.
+#[derive(Debug)]
+pub struct Reloader {
+    pub path: Option<PathBuf>,
+    /// The configuration the daemon started with: sections only a restart applies are
+    /// compared against it.
+    pub started: Config,
+    /// The configuration of the restartable sections now running.
+    pub live: Config,
+    pub scheduler: Scheduler,
+    pub watches: WatchSet,
+    pub status: Arc<StatusBoard>,
+    pub pipeline: ToolPipeline,
+    pub http: HttpChannel,
+    pub email: Option<EmailChannel>,
+    pub shutdown: CancellationToken,
+}
+
+impl Reloader {
+    pub async fn reload(&mut self) {
+        notify::reloading();
+        let outcome = match self.path.as_deref().map(Config::load) {
+            None => {
+                info!("SIGHUP: no config file; nothing to reload");
+                Ok(Vec::new())
+            }
+            Some(Err(e)) => Err(e.to_string()),
+            Some(Ok(loaded)) => self.apply(loaded.unwrap_or_default()).await,
+        };
+        match outcome {
+            Ok(restart_needed) => self.status.set_config_state(ConfigState {
+                error: None,
+                restart_needed,
+            }),
+            Err(error) => {
+                error!(%error, "SIGHUP: the config file is invalid; the running configuration stays");
+                self.status.set_config_state(ConfigState {
+                    error: Some(error),
+                    restart_needed: Vec::new(),
+                });
+            }
+        }
+        notify::ready(&self.status.summary());
+    }
+
+    /// Checks everything first, then applies; returns the sections that need a restart.
+    async fn apply(&mut self, config: Config) -> Result<Vec<String>, String> {
+        let specs = cron_specs(&config).map_err(|e| e.to_string())?;
+        let http_changed = self.live.http != config.http
+            || self.live.webhook_routes != config.webhook_routes
+            || self.live.senders != config.senders;
+        if http_changed {
+            for (index, route) in config.webhook_routes.iter().enumerate() {
+                route.secret.read().map_err(|message| {
+                    ConfigProblem {
+                        key: format!("webhook.routes[{index}].secret_env"),
+                        message,
+                    }
+                    .to_string()
+                })?;
+            }
+        }
+        let email_changed = self.live.email != config.email;
+        let new_email = match (&config.email, &self.email, email_changed) {
+            (Some(email), Some(_), true) => Some(email_parts(email).map_err(|e| format!("{e:#}"))?),
+            _ => None,
+        };
+
+        self.scheduler
+            .jobs
+            .reconcile(specs, chrono::Utc::now())
+            .map_err(|e| e.to_string())?;
+        self.scheduler.changed.notify_one();
+        self.watches.reload(&config.watch);
+        self.pipeline
+            .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
+        let grace = self.started.daemon.shutdown_grace;
+        if http_changed {
+            self.http.stop(grace).await;
+            match self.http.start(&config, &self.shutdown).await {
+                Ok(()) => {
+                    info!("SIGHUP: the HTTP server restarted with the new routes");
+                    self.live.http = config.http.clone();
+                    self.live.webhook_routes = config.webhook_routes.clone();
+                    self.live.senders = config.senders.clone();
+                }
+                Err(e) => {
+                    let error = format!(
+                        "the new HTTP server could not start ({e:#}); the previous one runs again"
+                    );
+                    if let Err(again) = self.http.start(&self.live, &self.shutdown).await {
+                        error!(error = %format!("{again:#}"), "the previous HTTP server could not start again either");
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        if let (Some(parts), Some(channel)) = (new_email, self.email.as_mut()) {
+            channel.stop(grace).await;
+            channel.handle.set(parts);
+            channel
+                .start(&self.shutdown)
+                .map_err(|e| format!("{e:#}"))?;
+            info!("SIGHUP: the email channel restarted with the new account");
+            self.live.email = config.email.clone();
+        }
+
+        let started = &self.started;
+        let mut tools_selection = started.tools.clone();
+        tools_selection.policy = config.tools.policy.clone();
+        let sections = [
+            ("daemon", started.daemon != config.daemon),
+            ("inbox", started.inbox != config.inbox),
+            ("dispatcher", started.dispatcher != config.dispatcher),
+            ("lanes", started.lanes != config.lanes),
+            ("model", started.model != config.model),
+            ("urgency", started.urgency_rules != config.urgency_rules),
+            ("tools", tools_selection != config.tools),
+            ("mcp", started.mcp_servers != config.mcp_servers),
+            // Added or removed: the email tools are registered at start.
+            ("email", started.email.is_some() != config.email.is_some()),
+        ];
+        let restart_needed: Vec<String> = sections
+            .iter()
+            .filter(|(_, changed)| *changed)
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        info!(
+            jobs = config.cron.len(),
+            watches = config.watch.len(),
+            policy_rules = config.tools.policy.len(),
+            restart_needed = ?restart_needed,
+            "SIGHUP: configuration reloaded"
+        );
+        Ok(restart_needed)
+    }
+
+    /// Stops the restartable channels (shutdown).
+    pub async fn stop_channels(&mut self) {
+        let grace = self.started.daemon.shutdown_grace;
+        self.http.stop(grace).await;
+        if let Some(email) = self.email.as_mut() {
+            email.stop(grace).await;
+        }
+    }
+}
