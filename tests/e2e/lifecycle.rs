@@ -432,7 +432,14 @@ async fn doctor_passes_a_good_setup_and_names_what_is_broken() {
     // watch of a directory tree, and no daemon.
     let dir = tempfile::tempdir().unwrap();
     let config = crate::mail::config(&assistant, &owner, "")
-        + "\n[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n";
+        + "\n[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+        + &format!(
+            "\n[[watch]]\nname = \"tree\"\npath = {:?}\n",
+            dir.path().display().to_string()
+        );
+    for sub in ["a/b", "a/c", "d"] {
+        std::fs::create_dir_all(dir.path().join("tree").join(sub)).unwrap();
+    }
     std::fs::write(dir.path().join("config.toml"), config).unwrap();
     std::fs::set_permissions(
         dir.path(),
@@ -459,6 +466,12 @@ async fn doctor_passes_a_good_setup_and_names_what_is_broken() {
     );
     assert_eq!(check(&report, "data_dir")["status"], "warn", "{report:#}");
     assert_eq!(check(&report, "daemon")["status"], "warn", "{report:#}");
+    let inotify = check(&report, "inotify");
+    assert_eq!(inotify["status"], "pass", "{report:#}");
+    assert!(
+        inotify["detail"].as_str().unwrap().starts_with("about "),
+        "{inotify}"
+    );
 
     // And a config the daemon would refuse.
     std::fs::write(
