@@ -19,5 +19,6 @@ mod shell;
 mod steps;
 mod support;
 mod timer;
+mod torture;
 mod watch;
 mod webhook;
