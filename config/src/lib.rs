@@ -278,6 +278,9 @@ pub struct DaemonConfig {
     /// `None`: `steward.sock` in the data dir.
     pub socket_path: Option<PathBuf>,
     pub log_format: LogFormat,
+    /// Below this much free space on the data dir's file system, new input is refused
+    /// (0: never).
+    pub min_free_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -193,6 +193,7 @@ pub(crate) struct RawDaemon {
     pub shutdown_grace_secs: Spanned<u64>,
     pub socket_path: Option<Spanned<String>>,
     pub log_format: Spanned<String>,
+    pub min_free_mb: Spanned<u64>,
 }
 
 impl Default for RawDaemon {
@@ -201,6 +202,7 @@ impl Default for RawDaemon {
             shutdown_grace_secs: Spanned::new(0..0, 10),
             socket_path: None,
             log_format: Spanned::new(0..0, "pretty".into()),
+            min_free_mb: Spanned::new(0..0, 64),
         }
     }
 }

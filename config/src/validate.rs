@@ -423,6 +423,9 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
                 ));
             }
         },
+        min_free_bytes: in_range("daemon.min_free_mb", &raw.daemon.min_free_mb, 0, 1 << 20)?
+            * 1024
+            * 1024,
     };
     let inbox = InboxConfig {
         dedupe_retention: Duration::from_secs(

@@ -376,11 +376,17 @@ impl Core {
                 "data dir migrated to the current schema"
             );
         }
-        let inbox = Arc::new(Inbox::open(
-            store.clone(),
-            config.inbox.capacity,
-            config.inbox.dedupe_retention,
-        )?);
+        let inbox = Arc::new(
+            Inbox::open(
+                store.clone(),
+                config.inbox.capacity,
+                config.inbox.dedupe_retention,
+            )?
+            .with_disk_guard(crate::disk::DiskGuard::new(
+                data_dir.clone(),
+                config.daemon.min_free_bytes,
+            )),
+        );
         let trajectory = Arc::new(Trajectory::main(&store)?);
         let budget = ResultBudget::new(data_dir.join("spill"), BATCH_BUDGET_BYTES);
         let cleaned = budget.clean(SPILL_RETENTION);

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 pub mod confirmations;
 pub mod daemon;
+pub mod disk;
 pub mod dispatcher;
 pub mod email;
 pub mod faults;

@@ -6,6 +6,7 @@ mod anthropic;
 mod cli;
 mod confirm;
 mod delivery;
+mod disk;
 mod email;
 mod files;
 mod http;

@@ -230,6 +230,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
     let mut call_bodies: BTreeMap<&str, String> = BTreeMap::new();
     let mut completed_unseen = Vec::new();
     let mut completed = 0;
+    let mut other_results: BTreeMap<String, usize> = BTreeMap::new();
     for item in &items {
         match &item.kind {
             ItemKind::ToolCall {
@@ -241,6 +242,23 @@ async fn every_input_survives_random_kill_9_exactly_once() {
                     call_id,
                     args["body"].as_str().unwrap_or_default().to_owned(),
                 );
+            }
+            ItemKind::ToolResult {
+                tool,
+                status,
+                result,
+                ..
+            } if tool == "http_request" && *status != ToolStatus::Ok => {
+                // Pending: a webhook body (untrusted) merged into the same step taints it, so
+                // the POST asks first, as it must. Errors: the re-run of an interrupted step
+                // finds the POST `unknown` in the ledger and refuses to repeat it.
+                let text: String = match status {
+                    ToolStatus::Pending => "needs confirmation (tainted step)".into(),
+                    _ => result.to_string().chars().take(60).collect(),
+                };
+                *other_results
+                    .entry(format!("{status:?}: {text}"))
+                    .or_default() += 1;
             }
             ItemKind::ToolResult {
                 call_id,
@@ -280,6 +298,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         sent_twice,
         completed_unseen.len()
     );
+    eprintln!("POST results other than ok: {other_results:#?}");
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
     assert!(pending.is_empty(), "never settled: {pending:?}");
     assert_eq!(repeated, 0, "an input was merged twice");

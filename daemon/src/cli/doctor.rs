@@ -5,7 +5,8 @@
 //! user) and the control socket (private; the daemon answering, and its version); the HTTP
 //! port (free, or held by our daemon); IMAP and SMTP (connect, TLS, login); the model
 //! endpoint (the cheapest call: listing models); inotify limits against the configured
-//! watches; the clock; the installed service file against this binary. Network checks are
+//! watches; free disk space against `daemon.min_free_mb`; the clock; the installed service
+//! file against this binary. Network checks are
 //! bounded by a timeout each; nothing is written anywhere.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -426,6 +427,40 @@ fn inotify_check(config: &Config) -> Option<Check> {
     })
 }
 
+fn disk_check(config: &Config, data_dir: &Path) -> Check {
+    let dir = data_dir
+        .ancestors()
+        .find(|d| d.exists())
+        .unwrap_or(data_dir);
+    let needed = config.daemon.min_free_bytes;
+    match fs2::available_space(dir) {
+        Err(e) => warn(
+            "disk",
+            format!("cannot tell the free space under {}: {e}", dir.display()),
+            "check the data dir's file system",
+        ),
+        Ok(free) if free < needed => fail(
+            "disk",
+            format!(
+                "{} MB free under {}; input is refused below {} MB",
+                free >> 20,
+                dir.display(),
+                needed >> 20
+            ),
+            "free some space (or lower daemon.min_free_mb)",
+        ),
+        Ok(free) if free < needed.saturating_mul(4) => warn(
+            "disk",
+            format!("{} MB free under {}", free >> 20, dir.display()),
+            "free some space soon",
+        ),
+        Ok(free) => pass(
+            "disk",
+            format!("{} MB free under {}", free >> 20, dir.display()),
+        ),
+    }
+}
+
 fn clock_check() -> Check {
     let now = chrono::Utc::now();
     let zone = crate::timer::jobs::system_zone();
@@ -478,6 +513,7 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
         checks.extend(email_checks(config).await);
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));
+        checks.push(disk_check(config, &ctx.data_dir));
     }
     checks.push(clock_check());
     checks.push(service_check(paths));

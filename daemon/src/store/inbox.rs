@@ -78,6 +78,8 @@ pub struct Inbox {
     changes: broadcast::Sender<InboxChange>,
     /// Events that reached each terminal state since start, by source (for `/metrics`).
     outcomes: std::sync::Mutex<std::collections::BTreeMap<(Source, &'static str), u64>>,
+    /// Refuses new input when the disk is nearly full (see `crate::disk`).
+    disk: Option<crate::disk::DiskGuard>,
 }
 
 impl Inbox {
@@ -119,7 +121,15 @@ impl Inbox {
             retention,
             changes: broadcast::channel(CHANGES_BUFFER).0,
             outcomes: Default::default(),
+            disk: None,
         })
+    }
+
+    /// Refuses new input (with [`StoreError::DiskFull`]) while `guard` says the disk is
+    /// nearly full.
+    pub fn with_disk_guard(mut self, guard: crate::disk::DiskGuard) -> Self {
+        self.disk = Some(guard);
+        self
     }
 
     /// Makes `event` durable and returns its identity; waits while the inbox is full.
@@ -186,6 +196,9 @@ impl Inbox {
         event: Event,
         state: Option<EventState>,
     ) -> Result<(EventRecord, u64), StoreError> {
+        if let Some(guard) = &self.disk {
+            guard.check()?;
+        }
         let now = Utc::now();
         let mut next = lock(&self.next_arrival);
         let arrival = *next;

@@ -27,6 +27,8 @@ pub enum StoreError {
     Corrupt { tree: &'static str, reason: String },
     #[error("cannot encode record: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    DiskFull(#[from] crate::disk::DiskFull),
 }
 
 /// The sled database. Everything lives in one tree, `log`, under key prefixes (see

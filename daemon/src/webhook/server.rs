@@ -284,8 +284,17 @@ async fn deliver(
             ),
         },
         Err(e) => {
+            // Not stored: the sender should deliver again later (a full disk, a storage
+            // fault). The reason is in the body.
             warn!(route = %name, error = %e, "cannot store a webhook delivery");
-            StatusCode::SERVICE_UNAVAILABLE.into_response()
+            let mut response = json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"error": e.to_string()}),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            response
         }
     }
 }
