@@ -151,6 +151,7 @@ pub async fn run(
         }
         None => None,
     };
+    tasks.spawn(purge_hourly(user_channel.inbox.clone(), shutdown.clone()));
     tasks.spawn(user_channel.run(listener, shutdown.clone()));
     tasks.spawn(confirmations.run_expiry(shutdown.clone()));
     tasks.close();
@@ -293,6 +294,26 @@ const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 
 pub struct ConfigProblem {
     pub(crate) key: String,
     pub(crate) message: String,
+}
+
+/// Keeps the inbox bounded: settled events and dedupe keys past the retention go, soon
+/// after start (not in its way) and then hourly.
+async fn purge_hourly(inbox: Arc<Inbox>, shutdown: CancellationToken) {
+    let mut hour = tokio::time::interval_at(
+        tokio::time::Instant::now() + std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(3600),
+    );
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = hour.tick() => {}
+        }
+        match inbox.purge(chrono::Utc::now()) {
+            Ok(0) => {}
+            Ok(purged) => info!(purged, "inbox: settled events past the retention removed"),
+            Err(e) => warn!(error = %e, "inbox: purge failed; trying again in an hour"),
+        }
+    }
 }
 
 /// `steward config check`: everything the daemon checks when it starts, beyond the file's

@@ -12,6 +12,9 @@
 //! - Pending events survive a crash and are read again by the dispatcher on start. The set of
 //!   pending arrivals is kept in memory; on open it is rebuilt by scanning from the persisted
 //!   `settled` watermark (every arrival below it is terminal), so start-up reads only the tail.
+//! - Bounded: settled records whose last change is older than the retention
+//!   (`inbox.dedupe_retention_days`) and expired dedupe keys are purged at start and hourly
+//!   ([`Inbox::purge`]); pending events and the newest record always stay.
 //! - An event is one insert: its record (and, with a dedupe key, the key's entry right after,
 //!   restored on open if a crash fell between the two). Lookup by id (`get`) scans from the newest record back; it serves rare
 //!   paths (resuming an interrupted step), not the hot one.
@@ -402,6 +405,42 @@ impl Inbox {
     }
 
     /// Every event ever accepted, in any state.
+    /// Removes terminal records whose last change is older than the retention, and dedupe
+    /// entries past it, so the data dir stays bounded. Pending events are never touched,
+    /// and the newest record always stays (arrival numbers continue from it). Returns how
+    /// many records went.
+    pub fn purge(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let cutoff =
+            now - chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
+        let settled = match self.store.log.get(keys::SETTLED)? {
+            Some(bytes) => keys::trailing_u64(&bytes).unwrap_or(0),
+            None => 0,
+        };
+        let newest = lock(&self.next_arrival).saturating_sub(1);
+        let last = settled.min(newest.saturating_sub(1));
+        let mut removed = 0;
+        if last >= 1 {
+            for entry in self.store.log.range(keys::event(1)..=keys::event(last)) {
+                let (key, bytes) = entry?;
+                let Ok(record) = decode::<EventRecord>("events", &bytes) else {
+                    continue;
+                };
+                if record.state.is_terminal() && record.updated_at < cutoff {
+                    self.store.log.remove(key)?;
+                    removed += 1;
+                }
+            }
+        }
+        let cutoff_ms = cutoff.timestamp_millis();
+        for entry in self.store.log.scan_prefix([keys::DEDUPE]) {
+            let (key, bytes) = entry?;
+            if decode::<DedupeEntry>("dedupe", &bytes).is_ok_and(|e| e.at_ms < cutoff_ms) {
+                self.store.log.remove(key)?;
+            }
+        }
+        Ok(removed)
+    }
+
     pub fn events_total(&self) -> u64 {
         *lock(&self.next_arrival) - 1
     }

@@ -320,3 +320,44 @@ async fn the_model_context_starts_at_the_latest_summary() {
     // The item bound is a safety net for a trajectory that was never compacted.
     assert_eq!(names(trajectory.context_items(1).unwrap()), ["e"]);
 }
+
+#[tokio::test]
+async fn purge_drops_settled_records_and_expired_keys_but_never_pending_or_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, inbox) = open(dir.path(), 100, Duration::from_millis(1));
+    for i in 0..4 {
+        inbox
+            .submit(event(&format!("e{i}"), Some(&format!("k{i}"))))
+            .await
+            .unwrap();
+    }
+    let trajectory = Trajectory::main(&store).unwrap();
+    let first_three = inbox.read_pending(0, 3).unwrap();
+    trajectory.merge_events(&inbox, 1, first_three).unwrap();
+    let pending = inbox.submit(event("still pending", None)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+
+    let removed = inbox.purge(chrono::Utc::now()).unwrap();
+    assert_eq!(removed, 3, "the three merged records");
+    let left: Vec<String> = inbox
+        .list(None, None)
+        .unwrap()
+        .iter()
+        .map(|r| r.event.payload.text().to_owned())
+        .collect();
+    assert_eq!(left, ["e3", "still pending"]);
+    assert_eq!(
+        store.log.scan_prefix([keys::DEDUPE]).count(),
+        0,
+        "expired keys went"
+    );
+    assert_eq!(inbox.events_total(), 5, "arrival numbers continue");
+    assert_eq!(inbox.read_pending(0, 10).unwrap().len(), 2);
+    assert!(inbox.get(pending.id).unwrap().is_some());
+
+    drop((store, inbox, trajectory));
+    let (_store, inbox) = open(dir.path(), 100, Duration::from_millis(1));
+    assert_eq!(inbox.events_total(), 5);
+    let next = inbox.submit(event("after", None)).await.unwrap();
+    assert_eq!(next.arrival, 6);
+}
