@@ -18,7 +18,7 @@ def decimals(token):
 
 
 def merge(lines):
-    if len(lines) == 1:
+    if len(lines) == 1 or len(set(lines)) == 1:
         return lines[0]
     tokens = [NUMBER.findall(line) for line in lines]
     parts = NUMBER.split(lines[0])
@@ -32,17 +32,24 @@ def merge(lines):
         places = max(decimals(t) for t in column)
         fmt = f"{{:.{places}f}}"
         out.append(f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}–{fmt.format(max(values))}]" + tail)
-    return "".join(out) + f"   (median of {len(lines)} runs)"
+    merged = "".join(out)
+    # Table rows stay table rows; the report says once that figures are medians.
+    return merged if merged.startswith("|") else merged + f"   (median of {len(lines)} runs)"
 
 
 def main(paths):
+    # The k-th line of a shape in one run goes with the k-th line of that shape in the
+    # others (a benchmark printing one line per concurrency level keeps them apart).
     order, groups = [], {}
     for path in paths:
+        seen = {}
         with open(path, encoding="utf-8") as run:
             for line in run.read().splitlines():
                 if not line.strip():
                     continue
-                key = NUMBER.sub("#", line)
+                shape = NUMBER.sub("#", line)
+                key = (shape, seen.get(shape, 0))
+                seen[shape] = key[1] + 1
                 if key not in groups:
                     order.append(key)
                     groups[key] = []
