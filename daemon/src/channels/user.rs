@@ -114,13 +114,21 @@ impl UserChannel {
             line = session.next_line() => line,
         };
         let request = match first {
-            Ok(Some(line)) => {
-                if let Err(e) = session.check_version(&line).await {
-                    debug!(channel = "user", error = %e, "control connection ended");
-                    return;
+            // Parsed once: the version field, then the request itself.
+            Ok(Some(line)) => match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(value) => {
+                    let client = value
+                        .get(crate::protocol::CLIENT_VERSION_FIELD)
+                        .and_then(|v| v.as_str())
+                        .map(str::to_owned);
+                    if let Err(e) = session.check_version(client).await {
+                        debug!(channel = "user", error = %e, "control connection ended");
+                        return;
+                    }
+                    serde_json::from_value::<Request>(value)
                 }
-                serde_json::from_str::<Request>(&line)
-            }
+                Err(e) => Err(e),
+            },
             Ok(None) => return,
             Err(e) => {
                 session.refuse(e).await;
@@ -669,14 +677,7 @@ impl Session {
     /// Warns a client of another version before answering it (see `protocol`'s docs). A
     /// client that names no version is older than the exchange; it gets no extra line it
     /// could not read.
-    async fn check_version(&mut self, line: &str) -> std::io::Result<()> {
-        let client = serde_json::from_str::<serde_json::Value>(line)
-            .ok()
-            .and_then(|v| {
-                v.get(crate::protocol::CLIENT_VERSION_FIELD)?
-                    .as_str()
-                    .map(str::to_owned)
-            });
+    async fn check_version(&mut self, client: Option<String>) -> std::io::Result<()> {
         match client {
             Some(client) if client != crate::protocol::VERSION => {
                 warn!(channel = "user", client_version = %client, daemon_version = crate::protocol::VERSION, "a client of another version connected");

@@ -134,7 +134,7 @@ fn data_dir_check(dir: &Path) -> Check {
         }
     };
     let mode = metadata.permissions().mode() & 0o777;
-    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    let uid = service::current_uid();
     if uid.is_some_and(|uid| uid != metadata.uid()) {
         return fail(
             "data_dir",

@@ -467,17 +467,7 @@ pub fn main() -> ExitCode {
                 service::Scope::User,
             )
             .ok();
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    eprintln!("steward: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            runtime.block_on(doctor::doctor(&ctx, paths, json))
+            client_command(async { Ok(doctor::doctor(&ctx, paths, json).await) })
         }
         Command::Service { command } => {
             let scope = match &command {

@@ -201,7 +201,12 @@ fn run_commands(commands: &[Vec<String>]) -> Result<(), String> {
         // `$(id -u)` in a launchctl domain is for the printed form; resolve it here.
         let words: Vec<String> = words
             .iter()
-            .map(|w| w.replace("$(id -u)", &current_uid()))
+            .map(|w| {
+                w.replace(
+                    "$(id -u)",
+                    &current_uid().map_or("0".into(), |uid| uid.to_string()),
+                )
+            })
             .collect();
         let status = Command::new(&words[0])
             .args(&words[1..])
@@ -214,11 +219,10 @@ fn run_commands(commands: &[Vec<String>]) -> Result<(), String> {
     Ok(())
 }
 
-fn current_uid() -> String {
+/// This process's user id (the owner of `/proc/self`).
+pub(super) fn current_uid() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid().to_string())
-        .unwrap_or_else(|_| "0".into())
+    std::fs::metadata("/proc/self").map(|m| m.uid()).ok()
 }
 
 fn steward_user_exists() -> bool {
