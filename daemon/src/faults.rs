@@ -1,6 +1,6 @@
 //! Named fault points, for the crash and watchdog tests: with
-//! `STEWARD_FAILPOINTS=name[:n][:hang],…` in the environment the process aborts — no
-//! cleanup, no flush, as `kill -9` would leave it — the n-th time (default: first) it
+//! `STEWARD_FAILPOINTS=name[:n][:hang],…` in the environment the process sends itself
+//! SIGKILL — no cleanup, no flush, exactly what `kill -9` leaves — the n-th time (default: first) it
 //! reaches `point(name)`; with `:hang` the calling thread stops there for good instead (a
 //! wedged loop, for the watchdog). This is how a test puts a crash exactly between two
 //! steps that follow each other within microseconds (SMTP accepted / Sent copy filed /
@@ -46,7 +46,17 @@ fn armed() -> &'static [Armed] {
     })
 }
 
-/// Aborts (or hangs) here when the point is armed and its count is reached.
+/// Ends the process the way `kill -9` does. Not `abort()`: SIGABRT dumps core where the
+/// machine allows it, and a slow or wedged core handler (a piped `core_pattern`) keeps the
+/// process — and its sockets — alive for as long as it takes, which is not a crash.
+fn kill_self() -> ! {
+    let me = rustix::process::getpid();
+    let _ = rustix::process::kill_process(me, rustix::process::Signal::KILL);
+    // SIGKILL cannot be caught; should the call itself fail, end without cleanup anyway.
+    std::process::abort()
+}
+
+/// Kills the process (or hangs) here when the point is armed and its count is reached.
 pub fn point(name: &str) {
     for armed in armed() {
         if armed.name == name && armed.seen.fetch_add(1, Ordering::SeqCst) + 1 == armed.nth {
@@ -56,8 +66,8 @@ pub fn point(name: &str) {
                     std::thread::park();
                 }
             }
-            eprintln!("failpoint {name} reached: aborting");
-            std::process::abort();
+            eprintln!("failpoint {name} reached: killing this process");
+            kill_self();
         }
     }
 }

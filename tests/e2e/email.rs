@@ -389,7 +389,7 @@ async fn a_crash_between_fetching_and_storing_loses_and_repeats_nothing() {
         let status = daemon.wait_for_exit();
         assert!(
             !status.success(),
-            "the failpoint {failpoint} aborted the daemon"
+            "the failpoint {failpoint} killed the daemon"
         );
         dir = daemon.into_dir();
     }
@@ -559,7 +559,7 @@ async fn crash_while_sending(failpoint: &str) -> (TestDaemon, String) {
     let _ = daemon.cli(&["confirm", &id]);
     assert!(
         !daemon.wait_for_exit().success(),
-        "{failpoint} aborted the daemon"
+        "{failpoint} killed the daemon"
     );
     let daemon = TestDaemon::start_in_with_env(daemon.into_dir(), &[(PASSWORD_ENV, PASSWORD)]);
     (daemon, friend)

@@ -219,12 +219,22 @@ pub fn common_args(dir: &Path) -> Vec<String> {
     ]
 }
 
+/// Runs the CLI, 60 s at most (through coreutils' `timeout`): a daemon that accepted a
+/// request and never answered must fail the test, not hang it.
 pub fn cli_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
+    let output = Command::new("timeout")
+        .args(["--kill-after=5", "60", BIN])
         .args(common_args(dir))
         .args(args)
         .output()
-        .expect("run steward")
+        .expect("run steward");
+    assert_ne!(
+        output.status.code(),
+        Some(124),
+        "steward {args:?} got no answer within 60 s; stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
 }
 
 /// Sends one message over its own connection; `Err` when the daemon did not accept it.
@@ -347,7 +357,7 @@ impl TestDaemon {
             .map(|c| c.state)
     }
 
-    /// Waits for the process to end by itself (a failpoint aborted it), 60 s at most.
+    /// Waits for the process to end by itself (a failpoint killed it), 60 s at most.
     pub fn wait_for_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         let deadline = Instant::now() + Duration::from_secs(60);

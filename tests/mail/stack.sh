@@ -21,8 +21,13 @@ status() { answers 10143 && answers 10025; }
 
 start() {
     # Test processes start the stack concurrently: one starts it, the others wait.
+    # The servers below must not inherit fd 9: a daemon holding the lock would make every
+    # later `start` wait for ever.
     exec 9>"${STACK_DIR}.lock"
-    flock 9
+    flock -w 120 9 || {
+        echo "waited 120 s for ${STACK_DIR}.lock" >&2
+        exit 1
+    }
     if status; then return 0; fi
     for bin in dovecot smtpd openssl; do
         command -v "$bin" >/dev/null || {
@@ -108,8 +113,11 @@ listen on 127.0.0.1 port 10025
 action "dovecot" lmtp "127.0.0.1:10024" rcpt-to virtual <vusers>
 match from any for any action "dovecot"
 CONF
-    dovecot -c "$STACK_DIR/dovecot.conf"
-    smtpd -d -f "$STACK_DIR/smtpd.conf" >"$STACK_DIR/smtpd.log" 2>&1 &
+    dovecot -c "$STACK_DIR/dovecot.conf" 9>&- </dev/null >"$STACK_DIR/dovecot.start.log" 2>&1 || {
+        cat "$STACK_DIR/dovecot.start.log" >&2
+        exit 1
+    }
+    smtpd -d -f "$STACK_DIR/smtpd.conf" 9>&- </dev/null >"$STACK_DIR/smtpd.log" 2>&1 &
     echo $! >"$STACK_DIR/smtpd.pid"
     for _ in $(seq 100); do
         if status; then return 0; fi
