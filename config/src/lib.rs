@@ -26,6 +26,7 @@ pub struct Config {
     pub daemon: DaemonConfig,
     pub inbox: InboxConfig,
     pub dispatcher: DispatcherConfig,
+    pub trajectory: TrajectoryConfig,
     pub lanes: LaneConfig,
     pub model: ModelConfig,
     pub urgency_rules: Vec<UrgencyRule>,
@@ -293,6 +294,13 @@ pub struct InboxConfig {
 pub struct DispatcherConfig {
     /// Model calls in one turn (a trajectory step) before it is ended with a message.
     pub max_steps_per_turn: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrajectoryConfig {
+    /// `trajectory.retention_days`: items older than this leave the disk (the newest
+    /// summary and the last step always stay); `None` keeps every item for ever.
+    pub retention: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

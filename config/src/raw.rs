@@ -13,6 +13,7 @@ pub(crate) struct RawConfig {
     pub daemon: RawDaemon,
     pub inbox: RawInbox,
     pub dispatcher: RawDispatcher,
+    pub trajectory: RawTrajectory,
     pub lanes: RawLanes,
     pub model: RawModel,
     pub urgency: RawUrgency,
@@ -148,7 +149,7 @@ pub(crate) struct RawTools {
     pub confirm_expiry_secs: Spanned<u64>,
     pub policy: Vec<RawPolicyRule>,
     pub plan_mode: bool,
-    pub ledger_retention_days: Spanned<u64>,
+    pub ledger_retention_days: Spanned<f64>,
     pub http: RawHttp,
     pub profile: Spanned<String>,
     pub allow: Vec<String>,
@@ -169,7 +170,7 @@ impl Default for RawTools {
             confirm_expiry_secs: Spanned::new(0..0, 3600),
             policy: Vec::new(),
             plan_mode: false,
-            ledger_retention_days: Spanned::new(0..0, 7),
+            ledger_retention_days: Spanned::new(0..0, 7.0),
             http: RawHttp::default(),
             profile: Spanned::new(0..0, "assistant".into()),
             allow: Vec::new(),
@@ -210,17 +211,24 @@ impl Default for RawDaemon {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawInbox {
-    pub dedupe_retention_days: Spanned<u64>,
+    pub dedupe_retention_days: Spanned<f64>,
     pub capacity: Spanned<u64>,
 }
 
 impl Default for RawInbox {
     fn default() -> Self {
         Self {
-            dedupe_retention_days: Spanned::new(0..0, 30),
+            dedupe_retention_days: Spanned::new(0..0, 30.0),
             capacity: Spanned::new(0..0, 10_000),
         }
     }
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawTrajectory {
+    /// Unset: every item is kept for ever.
+    pub retention_days: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

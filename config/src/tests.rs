@@ -51,6 +51,21 @@ fn errors_name_the_key_and_the_line() {
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
+            "[inbox]\ndedupe_retention_days = 0.0001\n",
+            "inbox.dedupe_retention_days",
+            ":2:",
+        ),
+        (
+            "[tools]\n\nledger_retention_days = 4000\n",
+            "tools.ledger_retention_days",
+            ":3:",
+        ),
+        (
+            "[trajectory]\nretention_days = nan\n",
+            "trajectory.retention_days",
+            ":2:",
+        ),
+        (
             "[tools]\ndefer_threshold_pct = 101\n",
             "tools.defer_threshold_pct",
             ":2:",
@@ -391,4 +406,28 @@ fn secret_files_may_live_in_systemds_credentials_directory() {
     assert_eq!(plain, Path::new("/etc/steward/pw"));
     let unset = credentials_path(Path::new("$CREDENTIALS_DIRECTORY/pw"), None).unwrap_err();
     assert!(unset.contains("LoadCredential"), "{unset}");
+}
+
+#[test]
+fn retentions_take_whole_or_fractional_days_and_the_trajectory_keeps_everything_by_default() {
+    let config = Config::default();
+    assert_eq!(config.trajectory.retention, None);
+    assert_eq!(
+        config.tools.ledger_retention,
+        Duration::from_secs(7 * 86_400)
+    );
+    let table: &[(&str, Duration)] = &[
+        ("1", Duration::from_secs(86_400)),
+        ("0.5", Duration::from_secs(43_200)),
+        ("0.001", Duration::from_millis(86_400)),
+    ];
+    for (days, expected) in table {
+        let text = format!(
+            "[inbox]\ndedupe_retention_days = {days}\n[tools]\nledger_retention_days = {days}\n[trajectory]\nretention_days = {days}\n"
+        );
+        let config = Config::from_toml(&text, None).unwrap();
+        assert_eq!(config.inbox.dedupe_retention, *expected, "{days}");
+        assert_eq!(config.tools.ledger_retention, *expected, "{days}");
+        assert_eq!(config.trajectory.retention, Some(*expected), "{days}");
+    }
 }

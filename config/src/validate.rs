@@ -298,12 +298,33 @@ use crate::raw::{RawConfig, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
     McpServerConfig, McpTransport, ModelConfig, ModelProvider, PolicyDecisionConfig,
-    PolicyRuleConfig, ToolProfile, ToolsConfig, known_context_window,
+    PolicyRuleConfig, ToolProfile, ToolsConfig, TrajectoryConfig, known_context_window,
 };
 
 /// Maps a span to its line (`None` for defaults without one).
 pub(crate) type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
 /// Checks a number against its bounds, naming the key.
+/// A retention in days, fractions allowed (`0.5` is twelve hours): at least a minute (the
+/// purge runs at a quarter of the shortest retention, never more often than every 15 s) and
+/// at most ten years.
+fn retention_days(
+    key: &str,
+    value: &Spanned<f64>,
+    at: LineOf<'_>,
+) -> Result<Duration, ConfigError> {
+    const MIN_DAYS: f64 = 1.0 / 1440.0;
+    let days = *value.get_ref();
+    if days.is_finite() && (MIN_DAYS..=3650.0).contains(&days) {
+        Ok(Duration::from_secs_f64(days * 86_400.0))
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            at(value.span()),
+            format!("{days} is out of range; expected days from 0.000695 (one minute) to 3650"),
+        ))
+    }
+}
+
 pub(crate) type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
 
 fn resolve_mcp_servers(
@@ -428,14 +449,11 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             * 1024,
     };
     let inbox = InboxConfig {
-        dedupe_retention: Duration::from_secs(
-            in_range(
-                "inbox.dedupe_retention_days",
-                &raw.inbox.dedupe_retention_days,
-                1,
-                3650,
-            )? * 86_400,
-        ),
+        dedupe_retention: retention_days(
+            "inbox.dedupe_retention_days",
+            &raw.inbox.dedupe_retention_days,
+            &at,
+        )?,
         capacity: in_range("inbox.capacity", &raw.inbox.capacity, 1, 10_000_000)? as usize,
     };
     let dispatcher = DispatcherConfig {
@@ -445,6 +463,12 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             1,
             1000,
         )? as u32,
+    };
+    let trajectory = TrajectoryConfig {
+        retention: match &raw.trajectory.retention_days {
+            Some(days) => Some(retention_days("trajectory.retention_days", days, &at)?),
+            None => None,
+        },
     };
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
@@ -613,6 +637,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         daemon,
         inbox,
         dispatcher,
+        trajectory,
         lanes,
         model,
         urgency_rules,
@@ -633,14 +658,11 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             )?),
             policy,
             plan_mode: raw.tools.plan_mode,
-            ledger_retention: Duration::from_secs(
-                in_range(
-                    "tools.ledger_retention_days",
-                    &raw.tools.ledger_retention_days,
-                    1,
-                    3650,
-                )? * 86_400,
-            ),
+            ledger_retention: retention_days(
+                "tools.ledger_retention_days",
+                &raw.tools.ledger_retention_days,
+                &at,
+            )?,
             http_allow_hosts: raw.tools.http.allow_hosts,
             profile: match raw.tools.profile.get_ref().as_str() {
                 "minimal" => ToolProfile::Minimal,

@@ -151,7 +151,14 @@ pub async fn run(
         }
         None => None,
     };
-    tasks.spawn(purge_hourly(user_channel.inbox.clone(), shutdown.clone()));
+    let retention = crate::retention::Retention::new(
+        &config,
+        store.clone(),
+        user_channel.inbox.clone(),
+        pipeline.ledger().cloned(),
+        confirmations.pending.clone(),
+    );
+    tasks.spawn(retention.run(shutdown.clone()));
     tasks.spawn(user_channel.run(listener, shutdown.clone()));
     tasks.spawn(confirmations.run_expiry(shutdown.clone()));
     tasks.close();
@@ -296,26 +303,6 @@ pub struct ConfigProblem {
     pub(crate) message: String,
 }
 
-/// Keeps the inbox bounded: settled events and dedupe keys past the retention go, soon
-/// after start (not in its way) and then hourly.
-async fn purge_hourly(inbox: Arc<Inbox>, shutdown: CancellationToken) {
-    let mut hour = tokio::time::interval_at(
-        tokio::time::Instant::now() + std::time::Duration::from_secs(5),
-        std::time::Duration::from_secs(3600),
-    );
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = hour.tick() => {}
-        }
-        match inbox.purge(chrono::Utc::now()) {
-            Ok(0) => {}
-            Ok(purged) => info!(purged, "inbox: settled events past the retention removed"),
-            Err(e) => warn!(error = %e, "inbox: purge failed; trying again in an hour"),
-        }
-    }
-}
-
 /// `steward config check`: everything the daemon checks when it starts, beyond the file's
 /// own validation — schedules and time zones, the tool selection, roots, secrets, the email
 /// account — by building the daemon's parts on a throwaway data dir.
@@ -416,7 +403,6 @@ impl Core {
         }
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
-        ledger.purge(config.tools.ledger_retention)?;
         let scheduler = Scheduler {
             jobs: cron_jobs(config, &store)?,
             inbox: inbox.clone(),
@@ -437,7 +423,6 @@ impl Core {
             email.as_ref(),
         )?;
         let pending = PendingStore::new(store.pending_tree()?);
-        pending.purge(config.tools.ledger_retention)?;
         // An approved action cut short appears in both stores (same key): told once.
         let mut interrupted_actions: BTreeMap<String, String> = interrupted_actions
             .into_iter()

@@ -21,6 +21,7 @@ pub mod paths;
 pub mod protocol;
 pub mod reload;
 pub mod replies;
+pub mod retention;
 pub mod status;
 pub mod store;
 pub mod timer;

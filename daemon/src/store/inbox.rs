@@ -13,8 +13,9 @@
 //!   pending arrivals is kept in memory; on open it is rebuilt by scanning from the persisted
 //!   `settled` watermark (every arrival below it is terminal), so start-up reads only the tail.
 //! - Bounded: settled records whose last change is older than the retention
-//!   (`inbox.dedupe_retention_days`) and expired dedupe keys are purged at start and hourly
-//!   ([`Inbox::purge`]); pending events and the newest record always stay.
+//!   (`inbox.dedupe_retention_days`) and expired dedupe keys are purged soon after start
+//!   and periodically ([`Inbox::purge`], run by `crate::retention`); pending events and the
+//!   newest record always stay.
 //! - An event is one insert: its record (and, with a dedupe key, the key's entry right after,
 //!   restored on open if a crash fell between the two). Lookup by id (`get`) scans from the newest record back; it serves rare
 //!   paths (resuming an interrupted step), not the hot one.

@@ -361,3 +361,63 @@ async fn purge_drops_settled_records_and_expired_keys_but_never_pending_or_the_n
     let next = inbox.submit(event("after", None)).await.unwrap();
     assert_eq!(next.arrival, 6);
 }
+
+#[tokio::test]
+async fn trajectory_purge_keeps_the_last_step_the_newest_summary_and_recent_lanes() {
+    use steward_events::{EventId, ItemKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _inbox) = open(dir.path(), 100, DAY);
+    let main = Trajectory::main(&store).unwrap();
+    let say = |text: &str| ItemKind::Assistant {
+        text: text.into(),
+        reply_to: Vec::new(),
+    };
+    let summary = |text: &str, covers_through| ItemKind::Summary {
+        text: text.into(),
+        covers_through,
+    };
+    main.append(1, ItemKind::StepStarted { events: Vec::new() })
+        .unwrap();
+    main.append(1, say("one")).unwrap();
+    main.append(1, summary("old summary", 2)).unwrap();
+    main.append(1, ItemKind::StepCompleted).unwrap();
+    main.append(2, ItemKind::StepStarted { events: Vec::new() })
+        .unwrap();
+    main.append(2, say("two")).unwrap();
+    main.append(2, summary("new summary", 6)).unwrap();
+    main.append(2, ItemKind::StepCompleted).unwrap();
+    main.append(3, ItemKind::StepStarted { events: Vec::new() })
+        .unwrap();
+    main.append(3, say("three, still running")).unwrap();
+    let old_lane = Trajectory::lane(&store, EventId::generate()).unwrap();
+    old_lane.append(1, say("lane done long ago")).unwrap();
+    old_lane.append(1, ItemKind::StepCompleted).unwrap();
+
+    let before_anything = chrono::Utc::now() - chrono::Duration::hours(1);
+    assert_eq!(
+        super::purge_trajectories(&store, before_anything).unwrap(),
+        0
+    );
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let cutoff = chrono::Utc::now();
+    let recent_lane = Trajectory::lane(&store, EventId::generate()).unwrap();
+    recent_lane.append(1, say("lane of now")).unwrap();
+    // Steps 1 and 2 go except the newer summary; step 3 (the last) and the recent lane stay.
+    assert_eq!(super::purge_trajectories(&store, cutoff).unwrap(), 9);
+    let text = |item: &steward_events::TrajectoryItem| match &item.kind {
+        ItemKind::Assistant { text, .. } | ItemKind::Summary { text, .. } => text.clone(),
+        other => other.name().to_owned(),
+    };
+    let left: Vec<String> = main.list(None).unwrap().iter().map(text).collect();
+    assert_eq!(
+        left,
+        ["new summary", "step_started", "three, still running"]
+    );
+    assert!(old_lane.list(None).unwrap().is_empty());
+    assert_eq!(recent_lane.list(None).unwrap().len(), 1);
+    // What the model sees still starts from the summary.
+    assert_eq!(main.context_items(100).unwrap().len(), 3);
+    // New items continue the numbering.
+    assert_eq!(main.append(3, say("after")).unwrap().seq, 11);
+}

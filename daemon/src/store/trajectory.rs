@@ -5,7 +5,7 @@
 //! `merged` with their seq — so after a crash an event is either merged exactly once or still
 //! pending, never both, never twice.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use steward_events::{EventId, EventState, ItemKind, TrajectoryId, TrajectoryItem};
 use tokio::sync::watch;
 
@@ -209,4 +209,79 @@ impl Trajectory {
         }
         Ok(None)
     }
+}
+
+/// Removes trajectory items older than `cutoff` (`trajectory.retention_days`): from the
+/// main trajectory the oldest items up to the first newer one, but never anything from the
+/// last `step_started` on (a step in flight, or the one crash recovery looks at) and never
+/// the newest summary among them (it stands in for what went before); side lanes go whole,
+/// once their last item is older than `cutoff`. Returns how many items went.
+pub fn purge(store: &Store, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+    Ok(purge_main(store, cutoff)? + purge_lanes(store, cutoff)?)
+}
+
+fn purge_main(store: &Store, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+    let prefix = keys::main_prefix();
+    let mut floor = u64::MAX;
+    for entry in store.log.scan_prefix(&prefix).rev() {
+        let item: TrajectoryItem = decode("trajectory", &entry?.1)?;
+        if matches!(item.kind, ItemKind::StepStarted { .. }) {
+            floor = item.seq;
+            break;
+        }
+    }
+    let mut removed = 0;
+    let mut kept_summary: Option<sled::IVec> = None;
+    for entry in store.log.scan_prefix(&prefix) {
+        let (key, bytes) = entry?;
+        let item: TrajectoryItem = decode("trajectory", &bytes)?;
+        if item.seq >= floor || item.at >= cutoff {
+            break;
+        }
+        if matches!(item.kind, ItemKind::Summary { .. }) {
+            // An older summary is superseded by this one.
+            if let Some(previous) = kept_summary.replace(key) {
+                store.log.remove(previous)?;
+                removed += 1;
+            }
+            continue;
+        }
+        store.log.remove(key)?;
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+fn purge_lanes(store: &Store, cutoff: DateTime<Utc>) -> Result<usize, StoreError> {
+    // Keys are `l` + origin event id + seq: one lane's items are contiguous, oldest first.
+    let mut expired: Vec<Vec<u8>> = Vec::new();
+    let mut current: Option<(Vec<u8>, DateTime<Utc>)> = None;
+    for entry in store.log.scan_prefix([keys::LANE]) {
+        let (key, bytes) = entry?;
+        let lane = key[..key.len().saturating_sub(8)].to_vec();
+        let item: TrajectoryItem = decode("trajectory", &bytes)?;
+        match &mut current {
+            Some((prefix, last_at)) if *prefix == lane => *last_at = item.at,
+            _ => {
+                if let Some((prefix, last_at)) = current.replace((lane, item.at))
+                    && last_at < cutoff
+                {
+                    expired.push(prefix);
+                }
+            }
+        }
+    }
+    if let Some((prefix, last_at)) = current
+        && last_at < cutoff
+    {
+        expired.push(prefix);
+    }
+    let mut removed = 0;
+    for prefix in expired {
+        for entry in store.log.scan_prefix(&prefix) {
+            store.log.remove(entry?.0)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }

@@ -1,0 +1,160 @@
+//! What the data dir keeps, and for how long — the reason it stays bounded over months.
+//!
+//! One task purges, soon after start and then periodically:
+//! - the inbox: settled events and dedupe keys older than `inbox.dedupe_retention_days`
+//!   (pending events never go);
+//! - the action ledger and answered confirmation requests older than
+//!   `tools.ledger_retention_days` (in-flight actions never go);
+//! - trajectory items older than `trajectory.retention_days`, when set (the newest summary
+//!   and the last step stay). Unset by default: the trajectory is the assistant's record.
+//!
+//! The period is a quarter of the shortest retention, between 15 s and one hour, so that
+//! nothing outlives its retention by more than a quarter of it. The trajectory purge reads
+//! only what it removes; the inbox and ledger purges read what they keep too, which the
+//! soak benchmark (`--bench soak`) measures at a one-minute retention. A failed purge is
+//! logged and tried again at the next period: it never stops the daemon.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use steward_config::Config;
+use steward_tools::confirm::PendingStore;
+use steward_tools::ledger::Ledger;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::store::{Inbox, Store, purge_trajectories};
+
+/// The stores to purge and their retentions.
+#[derive(Debug)]
+pub struct Retention {
+    pub store: Store,
+    pub inbox: Arc<Inbox>,
+    pub ledger: Option<Ledger>,
+    pub pending: PendingStore,
+    pub ledger_retention: Duration,
+    pub trajectory_retention: Option<Duration>,
+    /// From the inbox's own config; only used to pick the period.
+    pub inbox_retention: Duration,
+}
+
+const FIRST_PURGE_AFTER: Duration = Duration::from_secs(5);
+
+impl Retention {
+    pub fn new(
+        config: &Config,
+        store: Store,
+        inbox: Arc<Inbox>,
+        ledger: Option<Ledger>,
+        pending: PendingStore,
+    ) -> Self {
+        Self {
+            store,
+            inbox,
+            ledger,
+            pending,
+            ledger_retention: config.tools.ledger_retention,
+            trajectory_retention: config.trajectory.retention,
+            inbox_retention: config.inbox.dedupe_retention,
+        }
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let period = purge_period(
+            [
+                Some(self.inbox_retention),
+                Some(self.ledger_retention),
+                self.trajectory_retention,
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + FIRST_PURGE_AFTER, period);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            self.purge_once();
+        }
+    }
+
+    /// One purge of every store; failures are logged, never fatal.
+    pub fn purge_once(&self) {
+        match self.inbox.purge(Utc::now()) {
+            Ok(0) => {}
+            Ok(n) => info!(
+                purged = n,
+                "inbox: settled events past the retention removed"
+            ),
+            Err(e) => warn!(error = %e, "inbox: purge failed; trying again later"),
+        }
+        if let Some(ledger) = &self.ledger {
+            match ledger.purge(self.ledger_retention) {
+                Ok(0) => {}
+                Ok(n) => info!(
+                    purged = n,
+                    "ledger: settled actions past the retention removed"
+                ),
+                Err(e) => warn!(error = %e, "ledger: purge failed; trying again later"),
+            }
+        }
+        match self.pending.purge(self.ledger_retention) {
+            Ok(0) => {}
+            Ok(n) => info!(
+                purged = n,
+                "answered confirmation requests past the retention removed"
+            ),
+            Err(e) => warn!(error = %e, "confirmation requests: purge failed; trying again later"),
+        }
+        if let Some(retention) = self.trajectory_retention {
+            let cutoff = Utc::now() - chrono::Duration::from_std(retention).unwrap_or_default();
+            match purge_trajectories(&self.store, cutoff) {
+                Ok(0) => {}
+                Ok(n) => info!(purged = n, "trajectory: items past the retention removed"),
+                Err(e) => warn!(error = %e, "trajectory: purge failed; trying again later"),
+            }
+        }
+    }
+}
+
+/// A quarter of the shortest retention, at least 15 s and at most an hour.
+pub fn purge_period(retentions: impl IntoIterator<Item = Duration>) -> Duration {
+    const MIN: Duration = Duration::from_secs(15);
+    const MAX: Duration = Duration::from_secs(3600);
+    retentions
+        .into_iter()
+        .map(|r| r / 4)
+        .min()
+        .unwrap_or(MAX)
+        .clamp(MIN, MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_period_is_a_quarter_of_the_shortest_retention_within_bounds() {
+        let days = |d: u64| Duration::from_secs(d * 86_400);
+        let table: &[(&[Duration], Duration)] = &[
+            (&[], Duration::from_secs(3600)),
+            (&[days(30), days(7)], Duration::from_secs(3600)),
+            (
+                &[days(30), Duration::from_secs(2 * 3600)],
+                Duration::from_secs(1800),
+            ),
+            (&[Duration::from_secs(120)], Duration::from_secs(30)),
+            (&[Duration::from_secs(60), days(1)], Duration::from_secs(15)),
+        ];
+        for (retentions, expected) in table {
+            assert_eq!(
+                purge_period(retentions.iter().copied()),
+                *expected,
+                "{retentions:?}"
+            );
+        }
+    }
+}
