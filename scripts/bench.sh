@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes BENCHMARKS.md: every benchmark run several times on this machine, each result the
 # median of the runs (the range in brackets), with the command that produced it.
-#   scripts/bench.sh          # 3 full runs of each (about 40 minutes on 2 cores)
+#   scripts/bench.sh          # 3 full runs of each, then one soak (about an hour on 2 cores)
 #   scripts/bench.sh quick    # one short run of each (a few minutes)
 #   RUNS=5 scripts/bench.sh
 # Needs the mail stack (tests/mail/stack.sh; the email benchmark and the idle measurement).
@@ -65,5 +65,18 @@ for entry in "${benches[@]}"; do
         echo '```'
     } >>"$work/report.md"
 done
+# The soak runs once (it is long, and its figures are a curve, not a point).
+echo "running soak (1 run)" >&2
+cargo bench -q -p steward-daemon --bench soak "${args[@]}" 2>/dev/null | grep -v '^$' >"$work/soak.txt"
+{
+    echo
+    echo "## soak — a million events through the socket and webhooks with tool calls: RSS and data dir over the run"
+    echo
+    echo "Command: \`cargo bench -p steward-daemon --bench soak ${args[*]}\` (one run; the per-second curve is in target/soak.csv)"
+    echo
+    echo '```'
+    cat "$work/soak.txt"
+    echo '```'
+} >>"$work/report.md"
 cp "$work/report.md" BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2

@@ -14,7 +14,6 @@
 //! Run: `cargo bench -p steward-daemon --bench brain` (add `-- quick` for a short run).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Child;
@@ -27,7 +26,7 @@ use steward_daemon::protocol::{Request, Response};
 use tokio::time::Instant;
 
 mod support;
-use support::{cpu_time, ms, percentile, spawn_daemon, status_mb};
+use support::{cpu_time, model, ms, percentile, spawn_daemon, status_mb};
 
 /// What the model does: `calls_left` more tool calls (one per response), then a text. The
 /// driver sets `calls_left` before each turn; compaction calls are answered with a summary.
@@ -78,77 +77,33 @@ impl ModelServer {
 }
 
 fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            return;
-        }
-        if line.trim().is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap();
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
+    let Some(request) = model::read_request(&stream) else {
+        return;
+    };
     let received = Instant::now();
-    let request: Value = serde_json::from_slice(&body).unwrap();
-    let summarizing = request["messages"][0]["content"]
-        .as_str()
-        .is_some_and(|s| s.starts_with("You compact"));
+    let summarizing = model::is_summary_request(&request);
     let latency = plan.lock().unwrap().latency;
     std::thread::sleep(latency);
     let call = {
         let mut plan = plan.lock().unwrap();
         (!summarizing && plan.calls_left > 0).then(|| {
             plan.calls_left -= 1;
-            (plan.tool, plan.args.to_string())
+            (plan.tool, plan.args.clone())
         })
     };
-    let (events, is_call) = if let Some((tool, arguments)) = call {
-        let call = json!({"index": 0, "id": format!("call_{}", ulid::Ulid::generate()), "type": "function",
-            "function": {"name": tool, "arguments": arguments}});
-        (
-            chunk(
-                json!({"role": "assistant", "tool_calls": [call]}),
-                "tool_calls",
-            ),
-            true,
-        )
-    } else {
-        let text = if summarizing {
-            "Summary: the owner asked for files to be read; they were."
-        } else {
-            "Done."
-        };
-        (
-            chunk(json!({"role": "assistant", "content": text}), "stop"),
+    let (events, is_call) = match call {
+        Some((tool, args)) => (model::tool_call(tool, &args), true),
+        None if summarizing => (
+            model::text("Summary: the owner asked for files to be read; they were."),
             false,
-        )
+        ),
+        None => (model::text("Done."), false),
     };
-    let mut stream = stream;
-    let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}data: [DONE]\n\n"
-    );
-    stream.write_all(response.as_bytes()).unwrap();
-    stream.flush().unwrap();
+    model::respond(&stream, &events).unwrap();
     let answered = Instant::now();
     let mut log = log.lock().unwrap();
     log.received.push(received);
     log.answered.push(is_call.then_some(answered));
-}
-
-fn chunk(delta: Value, finish: &str) -> String {
-    let content = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
-    let end = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "bench",
-        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
-    format!("data: {content}\n\ndata: {end}\n\n")
 }
 
 struct Daemon {

@@ -9,10 +9,13 @@
 //!   and the last step stay). Unset by default: the trajectory is the assistant's record.
 //!
 //! The period is a quarter of the shortest retention, between 15 s and one hour, so that
-//! nothing outlives its retention by more than a quarter of it. The trajectory purge reads
-//! only what it removes; the inbox and ledger purges read what they keep too, which the
-//! soak benchmark (`--bench soak`) measures at a one-minute retention. A failed purge is
-//! logged and tried again at the next period: it never stops the daemon.
+//! nothing outlives its retention by more than a quarter of it. The inbox and trajectory
+//! purges read only what they remove (with sled, reading a page keeps it in memory, so a
+//! purge that read everything would grow the daemon with its store — measured by the soak
+//! benchmark, `--bench soak`); the ledger and the confirmation requests, a few records per
+//! model turn, are read whole. Dedupe keys go with their events; a sweep over all of them
+//! runs once at start for keys a crash left behind. A failed purge is logged and tried
+//! again at the next period: it never stops the daemon.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,10 +75,18 @@ impl Retention {
         );
         let mut ticks =
             tokio::time::interval_at(tokio::time::Instant::now() + FIRST_PURGE_AFTER, period);
+        let mut first = true;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 _ = ticks.tick() => {}
+            }
+            if std::mem::take(&mut first) {
+                match self.inbox.sweep_expired_keys(Utc::now()) {
+                    Ok(0) => {}
+                    Ok(n) => info!(purged = n, "inbox: dedupe keys left behind removed"),
+                    Err(e) => warn!(error = %e, "inbox: sweeping dedupe keys failed"),
+                }
             }
             self.purge_once();
         }

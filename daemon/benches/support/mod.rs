@@ -2,6 +2,8 @@
 //! process's memory and CPU time.
 #![allow(dead_code)] // each benchmark uses some of these
 
+pub mod model;
+
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

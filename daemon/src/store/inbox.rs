@@ -405,14 +405,14 @@ impl Inbox {
         lock(&self.pending).len() as u64
     }
 
-    /// Every event ever accepted, in any state.
-    /// Removes terminal records whose last change is older than the retention, and dedupe
-    /// entries past it, so the data dir stays bounded. Pending events are never touched,
-    /// and the newest record always stays (arrival numbers continue from it). Returns how
-    /// many records went.
+    /// Removes terminal records whose last change is older than the retention, each with
+    /// its dedupe entry, so the data dir stays bounded. It walks from the oldest record and
+    /// stops at the first one still within the retention, so it reads only what it removes:
+    /// a record that settled late holds back the ones after it until it expires too (at
+    /// most one retention later). Pending events are never touched, and the newest record
+    /// always stays (arrival numbers continue from it). Returns how many records went.
     pub fn purge(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
-        let cutoff =
-            now - chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
+        let cutoff = self.cutoff(now);
         let settled = match self.store.log.get(keys::SETTLED)? {
             Some(bytes) => keys::trailing_u64(&bytes).unwrap_or(0),
             None => 0,
@@ -420,26 +420,53 @@ impl Inbox {
         let newest = lock(&self.next_arrival).saturating_sub(1);
         let last = settled.min(newest.saturating_sub(1));
         let mut removed = 0;
-        if last >= 1 {
-            for entry in self.store.log.range(keys::event(1)..=keys::event(last)) {
-                let (key, bytes) = entry?;
-                let Ok(record) = decode::<EventRecord>("events", &bytes) else {
-                    continue;
-                };
-                if record.state.is_terminal() && record.updated_at < cutoff {
-                    self.store.log.remove(key)?;
-                    removed += 1;
+        if last == 0 {
+            return Ok(0);
+        }
+        for entry in self.store.log.range(keys::event(1)..=keys::event(last)) {
+            let (key, bytes) = entry?;
+            let Ok(record) = decode::<EventRecord>("events", &bytes) else {
+                continue;
+            };
+            if record.updated_at >= cutoff {
+                break;
+            }
+            if !record.state.is_terminal() {
+                continue;
+            }
+            self.store.log.remove(key)?;
+            removed += 1;
+            if let Some(dedupe) = &record.event.dedupe_key {
+                // Only if the key still names this event: a later one may have taken it over.
+                let dedupe = keys::dedupe(dedupe);
+                if let Some(entry) = self.store.log.get(&dedupe)?
+                    && decode::<DedupeEntry>("dedupe", &entry)
+                        .is_ok_and(|e| e.id == record.event.id)
+                {
+                    self.store.log.remove(dedupe)?;
                 }
             }
         }
-        let cutoff_ms = cutoff.timestamp_millis();
+        Ok(removed)
+    }
+
+    /// Removes every dedupe entry past the retention, reading them all: for entries whose
+    /// record went without them (a crash between the two removals), run once at start.
+    pub fn sweep_expired_keys(&self, now: DateTime<Utc>) -> Result<usize, StoreError> {
+        let cutoff_ms = self.cutoff(now).timestamp_millis();
+        let mut removed = 0;
         for entry in self.store.log.scan_prefix([keys::DEDUPE]) {
             let (key, bytes) = entry?;
             if decode::<DedupeEntry>("dedupe", &bytes).is_ok_and(|e| e.at_ms < cutoff_ms) {
                 self.store.log.remove(key)?;
+                removed += 1;
             }
         }
         Ok(removed)
+    }
+
+    fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        now - chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX)
     }
 
     pub fn events_total(&self) -> u64 {
