@@ -3,8 +3,9 @@
 //! deliveries, while a scripted model answers every turn with a tool call (`memory_write`,
 //! which goes through the ledger) and then a text — the whole path, compaction included.
 //! Every second it samples the daemon's RSS, CPU time and the data dir's size on disk
-//! (allocated blocks). Retentions are one minute and a half (`0.001` days) so that inbox,
-//! ledger and trajectory purges run many times during the run; what must be seen:
+//! (allocated blocks). The load is steady (2,500 events/s) and retentions are one minute
+//! (`0.0007` days), so that inbox, ledger and trajectory purges run many times during the
+//! run; what must be seen:
 //! - RSS plateaus: the peak of the second half of the run is within a few MB of the first
 //!   half's, and its trend over the second half is flat;
 //! - the data dir stops growing once the first retention has passed, and comes back down
@@ -13,7 +14,7 @@
 //! The curve (one line per sample) goes to `target/soak.csv`; stdout gets the summary.
 //!
 //! Run: `cargo bench -p steward-daemon --bench soak` (1,000,000 events, ~10 minutes here);
-//! `-- quick` for 100,000; `SOAK_EVENTS=N` for any other count.
+//! `-- quick` for 100,000; `SOAK_EVENTS=N` and `SOAK_RATE=N` (events/s) to change either.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::net::TcpListener;
@@ -32,8 +33,13 @@ mod support;
 use support::{cpu_time, model, spawn_daemon, status_mb};
 
 const SECRET: &str = "soak secret";
-/// 0.001 days = 86.4 s: purges every ~22 s.
-const RETENTION_DAYS: f64 = 0.001;
+/// 0.0007 days = 60.5 s, near the shortest retention allowed: purges every 15 s.
+const RETENTION_DAYS: f64 = 0.0007;
+/// Events per second offered (half on each channel); `SOAK_RATE` overrides. About 70% of
+/// what this machine takes flat out, so that the daemon keeps up and the run reaches the
+/// steady state a long-lived daemon lives in: a retention's worth of events (~150,000)
+/// kept, older ones purged.
+const DEFAULT_RATE: f64 = 2500.0;
 const SENDERS_PER_CHANNEL: usize = 4;
 /// How long the idle daemon is watched after the load, to see the purges bring it down.
 const COOL_DOWN: Duration = Duration::from_secs(150);
@@ -119,12 +125,38 @@ async fn status(socket: &Path) -> Option<steward_daemon::protocol::StatusReport>
     }
 }
 
-async fn send_socket(socket: PathBuf, next: Arc<AtomicU64>, total: u64, sent: Arc<AtomicU64>) {
-    loop {
-        let n = next.fetch_add(1, Ordering::Relaxed);
-        if n >= total {
-            return;
+/// Hands out numbers `0..total` at `per_sec`, shared by one channel's senders: a steady
+/// load, so that the run reaches the steady state a long-running daemon lives in.
+struct Pace {
+    next: AtomicU64,
+    total: u64,
+    per_sec: f64,
+    start: Instant,
+}
+
+impl Pace {
+    fn new(total: u64, per_sec: f64) -> Arc<Self> {
+        Arc::new(Self {
+            next: AtomicU64::new(0),
+            total,
+            per_sec,
+            start: Instant::now(),
+        })
+    }
+
+    async fn take(&self) -> Option<u64> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        if n >= self.total {
+            return None;
         }
+        tokio::time::sleep_until(self.start + Duration::from_secs_f64(n as f64 / self.per_sec))
+            .await;
+        Some(n)
+    }
+}
+
+async fn send_socket(socket: PathBuf, pace: Arc<Pace>, sent: Arc<AtomicU64>) {
+    while let Some(n) = pace.take().await {
         let request = Request::Send {
             text: format!("note {n}: the owner's message"),
             urgency: None,
@@ -142,15 +174,10 @@ async fn send_socket(socket: PathBuf, next: Arc<AtomicU64>, total: u64, sent: Ar
 async fn send_webhooks(
     client: reqwest::Client,
     url: String,
-    next: Arc<AtomicU64>,
-    total: u64,
+    pace: Arc<Pace>,
     sent: Arc<AtomicU64>,
 ) {
-    loop {
-        let n = next.fetch_add(1, Ordering::Relaxed);
-        if n >= total {
-            return;
-        }
+    while let Some(n) = pace.take().await {
         let body = format!(r#"{{"note":{n},"repository":{{"full_name":"me/steward"}}}}"#);
         let signature = format!(
             "sha256={}",
@@ -169,6 +196,29 @@ async fn send_webhooks(
         assert_eq!(response.status().as_u16(), 202, "delivery {n}");
         sent.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Keys per sled tree (and per key prefix in the `log` tree), read after the daemon stopped.
+fn store_contents(db: &Path) -> String {
+    let db = sled::open(db).unwrap();
+    let mut parts = Vec::new();
+    for name in db.tree_names() {
+        let tree = db.open_tree(&name).unwrap();
+        let name = String::from_utf8_lossy(&name).into_owned();
+        if name == "log" {
+            let mut by_prefix = std::collections::BTreeMap::<char, usize>::new();
+            for entry in tree.iter() {
+                let (key, _) = entry.unwrap();
+                *by_prefix.entry(key[0] as char).or_default() += 1;
+            }
+            for (prefix, n) in by_prefix {
+                parts.push(format!("log/{prefix} {n}"));
+            }
+        } else if !tree.is_empty() {
+            parts.push(format!("{name} {}", tree.len()));
+        }
+    }
+    parts.join(", ")
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {
@@ -205,7 +255,7 @@ async fn main() {
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}/v1\"\nmodel = \"soak\"\n\n\
          [inbox]\ndedupe_retention_days = {RETENTION_DAYS}\n\n[tools]\nledger_retention_days = {RETENTION_DAYS}\n\n\
          [trajectory]\nretention_days = {RETENTION_DAYS}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n\
-         [senders]\ntrusted = [\"webhook:soak\"]\n\n\
+         [senders]\nowner = [\"webhook:soak\"]\n\n\
          [[webhook.routes]]\nname = \"soak\"\nauth = \"github\"\nsecret_env = \"SOAK_SECRET\"\nrate_per_min = 1000000\n\
          text = \"push {{body.note}} to {{body.repository.full_name}}\"\n"
     );
@@ -219,8 +269,12 @@ async fn main() {
     let webhook_total = total - socket_total;
     let sent = Arc::new(AtomicU64::new(0));
     let mut load = tokio::task::JoinSet::new();
-    let socket_next = Arc::new(AtomicU64::new(0));
-    let webhook_next = Arc::new(AtomicU64::new(0));
+    let rate: f64 = std::env::var("SOAK_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_RATE);
+    let socket_pace = Pace::new(socket_total, rate / 2.0);
+    let webhook_pace = Pace::new(webhook_total, rate / 2.0);
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(SENDERS_PER_CHANNEL)
         .build()
@@ -228,15 +282,13 @@ async fn main() {
     for _ in 0..SENDERS_PER_CHANNEL {
         load.spawn(send_socket(
             socket.clone(),
-            socket_next.clone(),
-            socket_total,
+            socket_pace.clone(),
             sent.clone(),
         ));
         load.spawn(send_webhooks(
             http.clone(),
             url.clone(),
-            webhook_next.clone(),
-            webhook_total,
+            webhook_pace.clone(),
             sent.clone(),
         ));
     }
@@ -298,6 +350,7 @@ async fn main() {
     let mut child = child;
     child.kill().unwrap();
     child.wait().unwrap();
+    let contents = store_contents(&dir.path().join("db"));
 
     let csv_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/soak.csv");
     let mut csv = String::from("secs,events_sent,rss_mb,data_dir_mb,cpu_secs,inbox_pending\n");
@@ -330,7 +383,7 @@ async fn main() {
     let disk = |s: &Sample| s.dir_mb;
     let last = samples.last().unwrap();
     println!(
-        "soak: {total} events ({socket_total} socket, {webhook_total} webhook) sent in {loaded_at:.0} s = {:.0} events/s; all handled {settled_at:.0} s after the start",
+        "soak: {total} events ({socket_total} socket, {webhook_total} webhook) offered at {rate:.0}/s, sent in {loaded_at:.0} s = {:.0} events/s; all handled {settled_at:.0} s after the start",
         total as f64 / loaded_at
     );
     println!(
@@ -376,6 +429,7 @@ async fn main() {
         COOL_DOWN.as_secs_f64()
     );
     println!("soak: data dir at the end: {}", parts.join(", "));
+    println!("soak: what the store holds at the end: {contents}");
     println!(
         "soak: RSS idle at the end {:.1} MB; curve: {}",
         last.rss_mb,

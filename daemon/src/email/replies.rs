@@ -286,6 +286,7 @@ impl Replier {
         let Ok(actions) = self.confirmations.pending.list() else {
             return;
         };
+        self.forget_answered_marks(&actions);
         for action in actions {
             if action.state != PendingState::Pending {
                 continue;
@@ -327,6 +328,23 @@ impl Replier {
             };
             if let Err(e) = self.mailer.send(&request).await {
                 warn!(pending_id = %action.id, error = %format!("{e:#}"), "could not mail the request for confirmation");
+            }
+        }
+    }
+
+    /// A "request mailed" mark matters only while its action waits: answered, expired or
+    /// purged actions are never mailed again, so their marks go (the email tree stays
+    /// bounded).
+    fn forget_answered_marks(&self, actions: &[PendingAction]) {
+        let waiting: std::collections::HashSet<String> = actions
+            .iter()
+            .filter(|a| a.state == PendingState::Pending)
+            .map(|a| format!("asked:{}", a.id))
+            .collect();
+        for entry in self.tree.scan_prefix(b"asked:") {
+            let Ok((key, _)) = entry else { continue };
+            if !waiting.contains(String::from_utf8_lossy(&key).as_ref()) {
+                let _ = self.tree.remove(key);
             }
         }
     }

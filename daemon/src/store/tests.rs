@@ -428,3 +428,34 @@ async fn trajectory_purge_keeps_the_last_step_the_newest_summary_and_recent_lane
     // New items continue the numbering.
     assert_eq!(main.append(3, say("after")).unwrap().seq, 11);
 }
+
+#[tokio::test]
+async fn purging_an_old_record_leaves_a_dedupe_key_a_later_event_took_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, inbox) = open(dir.path(), 100, Duration::from_millis(20));
+    let trajectory = Trajectory::main(&store).unwrap();
+    inbox.submit(event("first", Some("k"))).await.unwrap();
+    trajectory
+        .merge_events(&inbox, 1, inbox.read_pending(0, 10).unwrap())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The first claim has expired: the same key is a new event, which now owns it.
+    let second = inbox.submit(event("second", Some("k"))).await.unwrap();
+    assert_eq!(second.duplicate_of, None);
+    trajectory
+        .merge_events(&inbox, 2, inbox.read_pending(0, 10).unwrap())
+        .unwrap();
+    inbox.submit(event("newest", None)).await.unwrap();
+
+    assert_eq!(
+        inbox.purge(chrono::Utc::now()).unwrap(),
+        1,
+        "only the first"
+    );
+    let duplicate = inbox.submit(event("third", Some("k"))).await.unwrap();
+    assert_eq!(
+        duplicate.duplicate_of,
+        Some(second.id),
+        "the key still names the second event"
+    );
+}
