@@ -266,6 +266,7 @@ impl Reloader {
             ("daemon", started.daemon != config.daemon),
             ("inbox", started.inbox != config.inbox),
             ("dispatcher", started.dispatcher != config.dispatcher),
+            ("trajectory", started.trajectory != config.trajectory),
             ("lanes", started.lanes != config.lanes),
             ("model", started.model != config.model),
             ("urgency", started.urgency_rules != config.urgency_rules),
