@@ -1,7 +1,9 @@
 //! Disk faults: a data dir on a small tmpfs that fills up, and a read-only data dir. The
 //! daemon refuses new input with a clear error (socket error, HTTP 503) before the disk is
-//! full, keeps what it had, and takes input again once there is room; a read-only data dir
-//! is refused at start with the reason.
+//! full, keeps what it had, and takes input again once there is room; filled to the last
+//! byte by someone else, it may stop on the storage fault instead (sled takes no writes
+//! after an I/O error), and after a restart with room again nothing it acknowledged is
+//! missing; a read-only data dir is refused at start with the reason.
 //!
 //! Needs root (mount); `.ci/run` runs as root.
 
@@ -51,6 +53,18 @@ fn fill(dir: &std::path::Path, leave: u64) -> std::path::PathBuf {
         file.write_all(&block).unwrap();
         file.sync_data().unwrap();
     }
+    path
+}
+
+/// Fills the file system of `dir` until a write of even one page fails.
+fn fill_to_the_last_byte(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    for block in [64 * 1024, 4096, 1] {
+        while file.write_all(&vec![0u8; block]).is_ok() {}
+    }
+    let _ = file.sync_data();
     path
 }
 
@@ -118,6 +132,61 @@ async fn a_full_disk_refuses_input_keeps_what_it_had_and_recovers() {
     let events = daemon.events().await;
     assert!(events.iter().any(|e| e.id == before), "kept what it had");
     assert!(events.iter().any(|e| e.id == after));
+}
+
+/// Something else takes the file system down to its last byte. Input is refused with the
+/// reason, or — when sled's own bookkeeping can no longer be written — the daemon stops on
+/// the storage fault (non-zero exit, for the service manager to restart; sled takes no
+/// writes after an I/O error). Either way, once there is room again (and a restart if it
+/// stopped), every input it acknowledged is there and handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_filled_to_the_last_byte_loses_nothing_acknowledged() {
+    let disk = SmallDisk::mount(24);
+    let data_dir = tempfile::TempDir::new_in(disk.dir.path()).unwrap();
+    std::fs::write(
+        data_dir.path().join("config.toml"),
+        "[daemon]\nmin_free_mb = 6\n",
+    )
+    .unwrap();
+    let mut daemon = TestDaemon::start_in(data_dir);
+    let mut acked = vec![send_to(&daemon.socket(), "before", None).await.unwrap()];
+    let filler = fill_to_the_last_byte(disk.dir.path());
+    assert_eq!(fs2::available_space(disk.dir.path()).unwrap(), 0);
+
+    let mut refusals = 0;
+    for i in 0..30 {
+        match send_to(&daemon.socket(), &format!("while full {i}"), None).await {
+            Ok(id) => acked.push(id),
+            Err(reason) => {
+                refusals += 1;
+                assert!(
+                    reason.contains("disk is nearly full")
+                        || reason.contains("No space left")
+                        || reason.contains("connect"),
+                    "{reason}"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refusals > 0, "a full disk refuses input");
+    let stopped = daemon.child.as_mut().unwrap().try_wait().unwrap();
+    if let Some(status) = stopped {
+        assert!(!status.success(), "a storage fault is a failure exit");
+    }
+
+    std::fs::remove_file(filler).unwrap();
+    if stopped.is_some() {
+        daemon = TestDaemon::start_in(daemon.into_dir());
+    }
+    let after = send_to(&daemon.socket(), "after", None).await.unwrap();
+    acked.push(after);
+    daemon
+        .wait_for_trajectory("every acknowledged input handled", |items| {
+            let merged = crate::support::merged_ids(items);
+            acked.iter().all(|id| merged.contains(id))
+        })
+        .await;
 }
 
 #[test]
