@@ -8,8 +8,12 @@
 //! run; what must be seen:
 //! - RSS plateaus: the peak of the second half of the run is within a few MB of the first
 //!   half's, and its trend over the second half is flat;
-//! - the data dir stops growing once the first retention has passed, and comes back down
-//!   after the load stops.
+//! - the data dir stops growing once the first retention has passed (sled reuses the space
+//!   of what was purged; it never shrinks its file, so the size stays at that level after
+//!   the load stops).
+//!
+//! The webhook route's sender is configured as an owner, so that its turns' tool calls run
+//! instead of waiting for confirmation (as untrusted content would make them).
 //!
 //! The curve (one line per sample) goes to `target/soak.csv`; stdout gets the summary.
 //!
