@@ -1,15 +1,17 @@
-//! Crash torture: a workload over every channel that needs no outside server — socket
-//! messages, signed webhooks, a cron job every second, file changes, and non-idempotent
-//! `http_request` POSTs (allowed by a test policy, so they run without asking) to a
-//! recording HTTP server — while the daemon is killed with SIGKILL at random moments. Then
-//! the invariants, reported as counts:
+//! Crash torture: a workload over every channel — socket messages, signed webhooks, a cron
+//! job every second, file changes, mail delivered by SMTP to the assistant's mailbox on the
+//! test mail stack, and non-idempotent `http_request` POSTs (allowed by a test policy, so
+//! they run without asking) to a recording HTTP server — while the daemon is killed with
+//! SIGKILL at random moments. Then the invariants, reported as counts:
 //! - every acknowledged input ends in exactly one terminal state (none lost);
+//! - every mail the SMTP server accepted becomes exactly one event;
 //! - no input appears twice in the trajectory;
 //! - no cron occurrence runs twice;
 //! - the recording server saw each POST at most once, and a POST it never saw is never
 //!   `completed` in the trajectory.
 //!
-//! Short by default (6 kills, CI); `STEWARD_TORTURE_KILLS=200` for the long run.
+//! Short by default (6 kills, CI); `STEWARD_TORTURE_KILLS=200` with `--profile long` for
+//! the long run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -70,6 +72,14 @@ struct Acked {
     messages: u64,
     webhooks: u64,
     files: u64,
+    /// Subjects of mails the SMTP server accepted for the assistant's mailbox.
+    mails: Vec<String>,
+}
+
+/// The assistant's and the owner's addresses on the test mail stack.
+struct Mailboxes {
+    assistant: String,
+    owner: String,
 }
 
 fn random_below(n: u64) -> u64 {
@@ -81,6 +91,7 @@ async fn workload(
     daemon_dir: std::path::PathBuf,
     watched: std::path::PathBuf,
     recorder_port: u16,
+    mailboxes: Arc<Mailboxes>,
     acked: Arc<Mutex<Acked>>,
     round: usize,
 ) {
@@ -89,7 +100,7 @@ async fn workload(
     let client = reqwest::Client::new();
     for k in 0.. {
         let tag = format!("r{round}-{k}");
-        match k % 4 {
+        match k % 5 {
             0 => {
                 if let Ok(id) = send_to(&socket, &format!("message {tag}"), None).await {
                     let mut acked = acked.lock().unwrap();
@@ -127,6 +138,21 @@ async fn workload(
                     acked.lock().unwrap().files += 1;
                 }
             }
+            3 => {
+                // Mail goes to the mailbox whether or not the daemon is up: it must become
+                // exactly one event however the kills fall between fetching and storing.
+                let subject = format!("mail {tag}");
+                let raw = crate::mail::message(
+                    &mailboxes.owner,
+                    &mailboxes.assistant,
+                    &subject,
+                    "x",
+                    "",
+                    false,
+                );
+                crate::mail::deliver(&mailboxes.owner, &mailboxes.assistant, raw.as_bytes()).await;
+                acked.lock().unwrap().mails.push(subject);
+            }
             _ => {
                 let command = format!(
                     "/tool http_request {{\"method\":\"POST\",\"url\":\"http://127.0.0.1:{recorder_port}/record\",\"body\":\"post-{tag}\"}}"
@@ -153,7 +179,21 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"gh\"\nauth = \"github\"\nsecret_env = \"T_GH\"\n\n[[cron]]\nname = \"tick\"\nschedule = \"* * * * * *\"\ntz = \"UTC\"\ntext = \"tick\"\nurgency = \"queue\"\nmissed = \"skip\"\n\n[[watch]]\nname = \"w\"\npath = {:?}\ndebounce_ms = 50\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n\n[[tools.policy]]\nid = \"test-confirms-posts\"\ntool = \"http_request\"\ndecision = \"allow\"\n",
         watched.path().display().to_string()
     );
-    let env = [("T_GH", GH_SECRET)];
+    crate::mail::stack();
+    let mailboxes = Arc::new(Mailboxes {
+        assistant: crate::mail::address("steward"),
+        owner: crate::mail::address("owner"),
+    });
+    let config = config
+        + &crate::mail::config(
+            &mailboxes.assistant,
+            &mailboxes.owner,
+            "require_authentication = false\n",
+        );
+    let env = [
+        ("T_GH", GH_SECRET),
+        (crate::mail::PASSWORD_ENV, crate::mail::PASSWORD),
+    ];
     let acked = Arc::new(Mutex::new(Acked::default()));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.toml"), &config).unwrap();
@@ -165,6 +205,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
             daemon.path().to_owned(),
             watched.path().to_owned(),
             recorder.port,
+            mailboxes.clone(),
             acked.clone(),
             round,
         ));
@@ -174,8 +215,32 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         let _ = load.await;
         dir = daemon.into_dir();
     }
-    // The last start: let everything settle.
+    // The last start: let everything settle — every accepted mail fetched, then the inbox.
     let daemon = TestDaemon::start_in_with_env(dir, &env);
+    let mail_subjects = acked.lock().unwrap().mails.clone();
+    let has_subject = |events: &[steward_daemon::protocol::EventRow], subject: &str| {
+        let line = format!("Subject: {subject}\n");
+        events
+            .iter()
+            .filter(|e| e.channel.starts_with("email:") && e.text.contains(&line))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = daemon.events().await;
+        let missing = mail_subjects
+            .iter()
+            .filter(|s| has_subject(&events, s) == 0)
+            .count();
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} accepted mails never became events"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let status = daemon.status().await;
@@ -225,6 +290,10 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         *ticks.entry(event.occurred_at).or_default() += 1;
     }
     let double_ticks = ticks.values().filter(|n| **n > 1).count();
+    let mails_twice = mail_subjects
+        .iter()
+        .filter(|s| has_subject(&events, s) > 1)
+        .count();
 
     let seen = recorder.bodies.lock().unwrap().clone();
     let mut seen_count: BTreeMap<&str, usize> = BTreeMap::new();
@@ -285,13 +354,14 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         }
     }
     eprintln!(
-        "torture: {kills} kills in {:.1}s; acknowledged {} inputs ({} messages, {} webhooks, {} POST commands asked, {} file writes); {} events, {} merged; cron occurrences {} ; POSTs seen by the server {}, completed in the trajectory {}; lost {}, left pending {}, merged twice {}, cron twice {}, POST seen twice {}, completed but unseen {}",
+        "torture: {kills} kills in {:.1}s; acknowledged {} inputs ({} messages, {} webhooks, {} POST commands asked, {} file writes) and {} mails accepted by SMTP; {} events, {} merged; cron occurrences {} ; POSTs seen by the server {}, completed in the trajectory {}; lost {}, left pending {}, merged twice {}, cron twice {}, mail twice {}, POST seen twice {}, completed but unseen {}",
         started.elapsed().as_secs_f64(),
         acked.events.len(),
         acked.messages,
         acked.webhooks,
         acked.posts_asked,
         acked.files,
+        acked.mails.len(),
         events.len(),
         merged.len(),
         ticks.len(),
@@ -301,6 +371,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         pending.len(),
         repeated,
         double_ticks,
+        mails_twice,
         sent_twice,
         completed_unseen.len()
     );
@@ -309,6 +380,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
     assert!(pending.is_empty(), "never settled: {pending:?}");
     assert_eq!(repeated, 0, "an input was merged twice");
     assert_eq!(double_ticks, 0, "a cron occurrence ran twice: {ticks:?}");
+    assert_eq!(mails_twice, 0, "a mail became two events");
     assert_eq!(
         sent_twice, 0,
         "a POST reached the server twice: {seen_count:?}"
