@@ -18,7 +18,8 @@
 //! The curve (one line per sample) goes to `target/soak.csv`; stdout gets the summary.
 //!
 //! Run: `cargo bench -p steward-daemon --bench soak` (1,000,000 events, ~10 minutes here);
-//! `-- quick` for 100,000; `SOAK_EVENTS=N` and `SOAK_RATE=N` (events/s) to change either.
+//! `-- quick` for 100,000 (40 s, less than one retention: it shows the rise, not the
+//! plateau); `SOAK_EVENTS=N` and `SOAK_RATE=N` (events/s) to change either.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::net::TcpListener;
