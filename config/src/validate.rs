@@ -303,7 +303,6 @@ use crate::{
 
 /// Maps a span to its line (`None` for defaults without one).
 pub(crate) type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
-/// Checks a number against its bounds, naming the key.
 /// A retention in days, fractions allowed (`0.5` is twelve hours): at least a minute (the
 /// purge runs at a quarter of the shortest retention, never more often than every 15 s) and
 /// at most ten years.
@@ -325,6 +324,7 @@ fn retention_days(
     }
 }
 
+/// Checks a number against its bounds, naming the key.
 pub(crate) type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
 
 fn resolve_mcp_servers(

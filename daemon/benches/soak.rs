@@ -321,9 +321,6 @@ async fn main() {
                 sample.secs, sample.sent, sample.pending, sample.rss_mb, sample.dir_mb
             );
         }
-        if loaded_at.is_none() && load.is_empty() {
-            loaded_at = Some(sample.secs);
-        }
         while let Some(done) = load.try_join_next() {
             done.unwrap();
         }

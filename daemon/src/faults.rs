@@ -1,10 +1,10 @@
 //! Named fault points, for the crash and watchdog tests: with
 //! `STEWARD_FAILPOINTS=name[:n][:hang],…` in the environment the process sends itself
-//! SIGKILL — no cleanup, no flush, exactly what `kill -9` leaves — the n-th time (default: first) it
-//! reaches `point(name)`; with `:hang` the calling thread stops there for good instead (a
-//! wedged loop, for the watchdog). This is how a test puts a crash exactly between two
-//! steps that follow each other within microseconds (SMTP accepted / Sent copy filed /
-//! ledger updated). Without the variable a point costs one atomic load.
+//! SIGKILL — no cleanup, no flush, exactly what `kill -9` leaves — the n-th time
+//! (default: first) it reaches `point(name)`; with `:hang` the calling thread stops there
+//! for good instead (a wedged loop, for the watchdog). This is how a test puts a crash
+//! exactly between two steps that follow each other within microseconds (SMTP accepted /
+//! Sent copy filed / ledger updated). Without the variable a point costs one atomic load.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -9,11 +9,11 @@
 //!   and the last step stay). Unset by default: the trajectory is the assistant's record.
 //!
 //! The period is a quarter of the shortest retention, between 15 s and one hour, so that
-//! nothing outlives its retention by more than a quarter of it. The inbox and trajectory
-//! purges read only what they remove (with sled, reading a page keeps it in memory, so a
-//! purge that read everything would grow the daemon with its store — measured by the soak
-//! benchmark, `--bench soak`); the ledger and the confirmation requests, a few records per
-//! model turn, are read whole. Dedupe keys go with their events; a sweep over all of them
+//! nothing outlives its retention by more than a quarter of it. The inbox and main
+//! trajectory purges read only what they remove (with sled, reading a page keeps it in
+//! memory, so a purge that read everything would grow the daemon with its store — measured
+//! by the soak benchmark, `--bench soak`); side lanes (short), the ledger and the
+//! confirmation requests (a few records per model turn) are read whole. Dedupe keys go with their events; a sweep over all of them
 //! runs once at start for keys a crash left behind. A failed purge is logged and tried
 //! again at the next period: it never stops the daemon.
 
@@ -38,8 +38,6 @@ pub struct Retention {
     pub pending: PendingStore,
     pub ledger_retention: Duration,
     pub trajectory_retention: Option<Duration>,
-    /// From the inbox's own config; only used to pick the period.
-    pub inbox_retention: Duration,
 }
 
 const FIRST_PURGE_AFTER: Duration = Duration::from_secs(5);
@@ -59,14 +57,13 @@ impl Retention {
             pending,
             ledger_retention: config.tools.ledger_retention,
             trajectory_retention: config.trajectory.retention,
-            inbox_retention: config.inbox.dedupe_retention,
         }
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
         let period = purge_period(
             [
-                Some(self.inbox_retention),
+                Some(self.inbox.retention()),
                 Some(self.ledger_retention),
                 self.trajectory_retention,
             ]
@@ -82,11 +79,10 @@ impl Retention {
                 _ = ticks.tick() => {}
             }
             if std::mem::take(&mut first) {
-                match self.inbox.sweep_expired_keys(Utc::now()) {
-                    Ok(0) => {}
-                    Ok(n) => info!(purged = n, "inbox: dedupe keys left behind removed"),
-                    Err(e) => warn!(error = %e, "inbox: sweeping dedupe keys failed"),
-                }
+                report(
+                    "inbox: dedupe keys left behind",
+                    self.inbox.sweep_expired_keys(Utc::now()),
+                );
             }
             self.purge_once();
         }
@@ -94,40 +90,30 @@ impl Retention {
 
     /// One purge of every store; failures are logged, never fatal.
     pub fn purge_once(&self) {
-        match self.inbox.purge(Utc::now()) {
-            Ok(0) => {}
-            Ok(n) => info!(
-                purged = n,
-                "inbox: settled events past the retention removed"
-            ),
-            Err(e) => warn!(error = %e, "inbox: purge failed; trying again later"),
-        }
+        report("inbox: settled events", self.inbox.purge(Utc::now()));
         if let Some(ledger) = &self.ledger {
-            match ledger.purge(self.ledger_retention) {
-                Ok(0) => {}
-                Ok(n) => info!(
-                    purged = n,
-                    "ledger: settled actions past the retention removed"
-                ),
-                Err(e) => warn!(error = %e, "ledger: purge failed; trying again later"),
-            }
+            report(
+                "ledger: settled actions",
+                ledger.purge(self.ledger_retention),
+            );
         }
-        match self.pending.purge(self.ledger_retention) {
-            Ok(0) => {}
-            Ok(n) => info!(
-                purged = n,
-                "answered confirmation requests past the retention removed"
-            ),
-            Err(e) => warn!(error = %e, "confirmation requests: purge failed; trying again later"),
-        }
+        report(
+            "answered confirmation requests",
+            self.pending.purge(self.ledger_retention),
+        );
         if let Some(retention) = self.trajectory_retention {
             let cutoff = Utc::now() - chrono::Duration::from_std(retention).unwrap_or_default();
-            match purge_trajectories(&self.store, cutoff) {
-                Ok(0) => {}
-                Ok(n) => info!(purged = n, "trajectory: items past the retention removed"),
-                Err(e) => warn!(error = %e, "trajectory: purge failed; trying again later"),
-            }
+            report("trajectory: items", purge_trajectories(&self.store, cutoff));
         }
+    }
+}
+
+/// Logs what one purge removed, or why it failed (it runs again at the next period).
+fn report<E: std::fmt::Display>(what: &str, result: Result<usize, E>) {
+    match result {
+        Ok(0) => {}
+        Ok(purged) => info!(purged, "{what} past the retention removed"),
+        Err(e) => warn!(error = %e, "{what}: purge failed; trying again later"),
     }
 }
 

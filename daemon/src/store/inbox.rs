@@ -465,10 +465,16 @@ impl Inbox {
         Ok(removed)
     }
 
+    /// How long settled events and their dedupe keys are kept.
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
     fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         now - chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX)
     }
 
+    /// Every event ever accepted, in any state.
     pub fn events_total(&self) -> u64 {
         *lock(&self.next_arrival) - 1
     }
