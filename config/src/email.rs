@@ -9,6 +9,8 @@
 //!   `email.unknown_senders`), judged by the same engine as `[senders]`; the identity is the
 //!   authenticated `From` address.
 //! - `require_authentication` defaults to true and can only be turned off explicitly.
+//! - `dns_servers` takes IP addresses only (a resolver named by host would need a resolver
+//!   to be found); a bare IP means port 53.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,6 +47,10 @@ pub(crate) struct RawEmail {
     pub unknown_senders: Option<Spanned<String>>,
     #[serde(default)]
     pub trusted_authserv_ids: Vec<String>,
+    /// DNS servers for DKIM key lookups (`"127.0.0.1:5353"`, or an address for port 53);
+    /// default the system's resolver.
+    #[serde(default)]
+    pub dns_servers: Vec<Spanned<String>>,
     pub require_authentication: Option<bool>,
     pub confirm_by_email: Option<bool>,
 }
@@ -87,6 +93,8 @@ pub struct EmailConfig {
     pub senders: steward_events::SenderPolicy,
     /// `Authentication-Results` headers from these hosts are believed.
     pub trusted_authserv_ids: Vec<String>,
+    /// Where DKIM keys are looked up; empty means the system's resolver.
+    pub dns_servers: Vec<std::net::SocketAddr>,
     pub require_authentication: bool,
     /// Requests for confirmation raised by an email turn are mailed to the owner.
     pub confirm_by_email: bool,
@@ -97,6 +105,16 @@ fn is_loopback(host: &str) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `IP:PORT`, `[IPv6]:PORT`, or a bare IP for port 53.
+fn dns_server(text: &str) -> Option<std::net::SocketAddr> {
+    let text = text.trim();
+    text.parse().ok().or_else(|| {
+        text.parse::<std::net::IpAddr>()
+            .ok()
+            .map(|ip| std::net::SocketAddr::new(ip, 53))
+    })
 }
 
 pub(crate) fn resolve(
@@ -205,6 +223,23 @@ pub(crate) fn resolve(
             ));
         }
     };
+    let dns_servers = raw
+        .dns_servers
+        .iter()
+        .enumerate()
+        .map(|(index, server)| {
+            dns_server(server.get_ref()).ok_or_else(|| {
+                ConfigError::invalid(
+                    format!("email.dns_servers[{index}]"),
+                    at(server.span()),
+                    format!(
+                        "{:?} is not a DNS server address: expected IP:PORT (\"127.0.0.1:5353\") or an IP (port 53)",
+                        server.get_ref()
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(EmailConfig {
         imap,
         smtp,
@@ -229,6 +264,7 @@ pub(crate) fn resolve(
             unknown,
         },
         trusted_authserv_ids: raw.trusted_authserv_ids,
+        dns_servers,
         require_authentication: raw.require_authentication.unwrap_or(true),
         confirm_by_email: raw.confirm_by_email.unwrap_or(true),
     })

@@ -353,6 +353,23 @@ fn email_tls_modes_pick_their_ports_and_plain_text_stays_on_loopback() {
     assert_eq!(email.mailbox, "INBOX");
     assert_eq!(email.sent_mailbox, "Sent");
     assert_eq!(email.max_message_bytes, 10 * 1024 * 1024);
+    assert!(
+        email.dns_servers.is_empty(),
+        "the system's resolver by default"
+    );
+    let with_dns = Config::from_toml(
+        &format!("{base}imap_host = \"localhost\"\ndns_servers = [\"127.0.0.1:5353\", \"::1\", \"10.0.0.2\"]\n"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        with_dns.email.unwrap().dns_servers,
+        [
+            "127.0.0.1:5353".parse().unwrap(),
+            "[::1]:53".parse().unwrap(),
+            "10.0.0.2:53".parse().unwrap()
+        ]
+    );
 
     let table: &[(&str, &str)] = &[
         (
@@ -374,6 +391,10 @@ fn email_tls_modes_pick_their_ports_and_plain_text_stays_on_loopback() {
         (
             "imap_host = \"localhost\"\nimap_port = 70000\n",
             "email.imap_port",
+        ),
+        (
+            "imap_host = \"localhost\"\ndns_servers = [\"127.0.0.1:5353\", \"dns.example.com\"]\n",
+            "email.dns_servers[1]",
         ),
     ];
     for (extra, key) in table {

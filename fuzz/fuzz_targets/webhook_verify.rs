@@ -42,5 +42,5 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = verify(auth, &secret, header, body, 1_700_000_000, 300);
     let json = serde_json::from_slice::<serde_json::Value>(body).ok();
-    let _ = steward_daemon::webhook::server::render(&template, &headers, json.as_ref());
+    let _ = steward_daemon::webhook::template::render(&template, &headers, json.as_ref());
 });

@@ -13,9 +13,17 @@
 //! Alignment is relaxed: the same domain, or one a subdomain of the other (no public-suffix
 //! list: `example.com` and `mail.example.com` align; `a.co.uk` and `b.co.uk` do not).
 //! Headers from untrusted authserv-ids are ignored — anyone can write one.
+//!
+//! DNS: the system resolver, or the servers of `email.dns_servers` when set (a local DNS
+//! server that publishes test keys, a resolver the owner prefers). A signature with a
+//! body-length limit (`l=`) is not checked at all — anyone could append text after the
+//! signed part — and the reason says so, as it says for a malformed signature.
 
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
+use mail_auth::hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use mail_auth::{AuthenticatedMessage, DkimResult, MessageAuthenticator, Parameters};
 use tokio::sync::OnceCell;
 use tracing::warn;
@@ -106,6 +114,8 @@ pub fn passes_in_results(value: &str, trusted_ids: &[String], from_domain: &str)
 #[derive(Debug)]
 pub struct SenderAuth {
     trusted_ids: Vec<String>,
+    /// Empty: the system's resolver.
+    dns_servers: Vec<SocketAddr>,
     dkim: OnceCell<Option<Verifier>>,
 }
 
@@ -118,11 +128,35 @@ impl std::fmt::Debug for Verifier {
 }
 
 impl SenderAuth {
-    pub fn new(trusted_ids: Vec<String>) -> Self {
+    pub fn new(trusted_ids: Vec<String>, dns_servers: Vec<SocketAddr>) -> Self {
         Self {
             trusted_ids,
+            dns_servers,
             dkim: OnceCell::new(),
         }
+    }
+
+    /// The DKIM verifier over the configured DNS servers, or the system's.
+    fn authenticator(&self) -> Result<MessageAuthenticator, String> {
+        if self.dns_servers.is_empty() {
+            return MessageAuthenticator::new_system_conf().map_err(|e| e.to_string());
+        }
+        let servers = self
+            .dns_servers
+            .iter()
+            .map(|address| {
+                let mut server = NameServerConfig::udp_and_tcp(address.ip());
+                for connection in &mut server.connections {
+                    connection.port = address.port();
+                }
+                server
+            })
+            .collect();
+        MessageAuthenticator::new(
+            ResolverConfig::from_name_servers(servers),
+            ResolverOpts::default(),
+        )
+        .map_err(|e| e.to_string())
     }
 
     /// How `raw` was authenticated for `from_domain`, or why it was not.
@@ -142,14 +176,19 @@ impl SenderAuth {
             }
         }
         if message.dkim_headers.is_empty() {
-            return Err(format!(
-                "no DKIM signature and no trusted Authentication-Results pass for {from_domain}"
-            ));
+            return Err(match unchecked_signatures(&message) {
+                Some(why) => format!(
+                    "no DKIM signature could be checked ({why}) and no trusted Authentication-Results pass for {from_domain}"
+                ),
+                None => format!(
+                    "no DKIM signature and no trusted Authentication-Results pass for {from_domain}"
+                ),
+            });
         }
         let verifier = self
             .dkim
             .get_or_init(|| async {
-                MessageAuthenticator::new_system_conf()
+                self.authenticator()
                     .map(Verifier)
                     .inspect_err(
                         |e| warn!(error = %e, "no DNS resolver: DKIM signatures cannot be checked"),
@@ -162,6 +201,24 @@ impl SenderAuth {
         };
         dkim_aligned(authenticator, Parameters::new(&message), from_domain).await
     }
+}
+
+/// Why the DKIM signatures that were set aside (a body-length limit, a malformed tag) were
+/// not checked, or `None` when there were none.
+fn unchecked_signatures(message: &AuthenticatedMessage<'_>) -> Option<String> {
+    let reasons: Vec<String> = message
+        .errors
+        .iter()
+        .filter_map(|error| match &error.header {
+            mail_auth::Error::Dkim(mail_auth::dkim::DkimError::SignatureLength) => Some(
+                "a signature with a body-length limit (l=) was discarded: text could be appended after the signed part"
+                    .to_owned(),
+            ),
+            mail_auth::Error::Dkim(other) => Some(format!("a malformed signature: {other}")),
+            _ => None,
+        })
+        .collect();
+    (!reasons.is_empty()).then(|| reasons.join("; "))
 }
 
 /// Verifies the DKIM signatures of a message (with whatever DNS caches `params` carry) and
@@ -361,8 +418,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_signature_with_a_body_length_limit_is_discarded_and_the_reason_says_so() {
+        use mail_auth::common::crypto::Ed25519Key;
+        use mail_auth::common::headers::HeaderWriter;
+        use mail_auth::dkim::DkimSigner;
+
+        let key = Ed25519Key::from_pkcs8_der(&Ed25519Key::generate_pkcs8().unwrap()).unwrap();
+        let message = "From: owner@example.com\r\nSubject: plan\r\n\r\nThe plan stands.\r\n";
+        let signature = DkimSigner::from_key(key)
+            .domain("example.com")
+            .selector("s1")
+            .headers(["From", "Subject"])
+            .body_length(true)
+            .sign(message.as_bytes())
+            .unwrap();
+        let signed = format!("{}{message}appended by anyone\r\n", signature.to_header());
+        assert!(signed.contains("l="), "{signed}");
+        let auth = SenderAuth::new(Vec::new(), vec!["127.0.0.1:9".parse().unwrap()]);
+        let reason = auth
+            .check(signed.as_bytes(), "example.com")
+            .await
+            .unwrap_err();
+        assert!(reason.contains("body-length limit (l=)"), "{reason}");
+        assert!(!reason.contains("no DKIM signature and"), "{reason}");
+    }
+
+    #[tokio::test]
     async fn a_forged_from_without_a_trusted_result_is_not_authenticated() {
-        let auth = SenderAuth::new(vec!["mx.example.net".into()]);
+        let auth = SenderAuth::new(vec!["mx.example.net".into()], Vec::new());
         let forged = b"Authentication-Results: mx.attacker.org; dmarc=pass header.from=example.com\r\nFrom: owner@example.com\r\nSubject: wire money\r\n\r\nnow\r\n";
         let verdict = auth.check(forged, "example.com").await;
         assert!(verdict.is_err(), "{verdict:?}");

@@ -85,7 +85,10 @@ pub fn start(
         mailer: parts.mailer.clone(),
     };
     let inbound = inbound::Inbound {
-        auth: auth::SenderAuth::new(config.trusted_authserv_ids.clone()),
+        auth: auth::SenderAuth::new(
+            config.trusted_authserv_ids.clone(),
+            config.dns_servers.clone(),
+        ),
         account: parts.account.clone(),
         inbox: wiring.inbox.clone(),
         status: wiring.status.clone(),

@@ -49,14 +49,70 @@ impl std::fmt::Debug for Mailer {
     }
 }
 
-/// "Re: " once, however many replies deep.
+/// "Re: " once, however many replies deep. Any subject is fine: the prefix test looks at
+/// characters, not bytes (`Grüße`, `Привет` and `🎉` start with multi-byte characters),
+/// and control characters (a folded or hostile subject) become spaces.
 pub fn reply_subject(subject: &str) -> String {
-    let trimmed = subject.trim();
-    if trimmed.len() >= 3 && trimmed[..3].eq_ignore_ascii_case("re:") {
+    let cleaned: String = subject
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let trimmed = cleaned.trim();
+    let already = trimmed
+        .get(..3)
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("re:"));
+    if already {
         trimmed.to_owned()
     } else {
         format!("Re: {trimmed}")
     }
+}
+
+/// Whether `id` can stand in `In-Reply-To` / `References` as `<id>`: printable ASCII
+/// without spaces or angle brackets. Anything else would break the list it is in.
+fn is_header_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'<' && b != b'>')
+}
+
+/// The `References` value of a reply: the whole chain, oldest first, each id once
+/// (RFC 5322 §3.6.4). lettre's `references()` replaces the header on each call, so the
+/// chain is one value; lettre folds it at the spaces.
+fn references_value(references: &[String]) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<String> = references
+        .iter()
+        .filter(|id| is_header_id(id) && seen.insert(id.as_str()))
+        .map(|id| format!("<{id}>"))
+        .collect();
+    (!ids.is_empty()).then(|| ids.join(" "))
+}
+
+/// Builds `mail` as sent from `from`: headers, threading and a plain-text body. Pure (no
+/// I/O), so any reply or request for confirmation can be composed in tests and fuzzing.
+pub fn compose(from: &str, mail: &Outgoing) -> anyhow::Result<Message> {
+    let mut builder = Message::builder()
+        .message_id(Some(format!("<{}>", mail.message_id)))
+        .from(from.parse().context("email.address")?)
+        .subject(mail.subject.clone());
+    for to in &mail.to {
+        builder = builder.to(to.parse().with_context(|| format!("recipient {to:?}"))?);
+    }
+    for cc in &mail.cc {
+        builder = builder.cc(cc.parse().with_context(|| format!("recipient {cc:?}"))?);
+    }
+    if let Some(parent) = mail.in_reply_to.as_deref().filter(|id| is_header_id(id)) {
+        builder = builder.in_reply_to(format!("<{parent}>"));
+    }
+    if let Some(references) = references_value(&mail.references) {
+        builder = builder.references(references);
+    }
+    builder
+        .header(ContentType::TEXT_PLAIN)
+        .body(mail.body.clone())
+        .context("cannot build the message")
 }
 
 impl Mailer {
@@ -116,33 +172,10 @@ impl Mailer {
         format!("{unique}.steward@{domain}")
     }
 
-    fn build(&self, mail: &Outgoing) -> anyhow::Result<Message> {
-        let mut builder = Message::builder()
-            .message_id(Some(format!("<{}>", mail.message_id)))
-            .from(self.address().parse().context("email.address")?)
-            .subject(mail.subject.clone());
-        for to in &mail.to {
-            builder = builder.to(to.parse().with_context(|| format!("recipient {to:?}"))?);
-        }
-        for cc in &mail.cc {
-            builder = builder.cc(cc.parse().with_context(|| format!("recipient {cc:?}"))?);
-        }
-        if let Some(parent) = &mail.in_reply_to {
-            builder = builder.in_reply_to(format!("<{parent}>"));
-        }
-        for reference in &mail.references {
-            builder = builder.references(format!("<{reference}>"));
-        }
-        builder
-            .header(ContentType::TEXT_PLAIN)
-            .body(mail.body.clone())
-            .context("cannot build the message")
-    }
-
     /// Submits `mail` over SMTP and files it in Sent. Err before SMTP accepted means it was
     /// not sent; a failure to file it after is logged, not an error (it was sent).
     pub async fn send(&self, mail: &Outgoing) -> anyhow::Result<()> {
-        let message = self.build(mail)?;
+        let message = compose(self.address(), mail)?;
         let bytes = message.formatted();
         self.transport
             .send_raw(message.envelope(), &bytes)
@@ -206,5 +239,85 @@ mod tests {
         assert_eq!(reply_subject("Re: Lunch"), "Re: Lunch");
         assert_eq!(reply_subject("RE: Lunch"), "RE: Lunch");
         assert_eq!(reply_subject(""), "Re: ");
+        assert_eq!(reply_subject("Grüße aus Köln"), "Re: Grüße aus Köln");
+        assert_eq!(reply_subject("Привет"), "Re: Привет");
+        assert_eq!(reply_subject("🎉 Party"), "Re: 🎉 Party");
+        assert_eq!(reply_subject("ü"), "Re: ü");
+        assert_eq!(reply_subject("Re: Привет"), "Re: Привет");
+        assert_eq!(reply_subject("line\r\nBcc: x@y"), "Re: line  Bcc: x@y");
+    }
+
+    fn outgoing(references: &[&str]) -> Outgoing {
+        Outgoing {
+            message_id: "answer.1.steward@example.net".into(),
+            to: vec!["owner@example.com".into()],
+            subject: reply_subject("Grüße"),
+            body: "Done.\n".into(),
+            in_reply_to: references.last().map(|r| (*r).to_owned()),
+            references: references.iter().map(|r| (*r).to_owned()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Reads the composed bytes back as a mail client would.
+    fn threading_of(message: &Message) -> (Option<String>, Vec<String>) {
+        let bytes = message.formatted();
+        let parsed = mail_parser::MessageParser::default()
+            .parse(&bytes)
+            .expect("a composed message parses");
+        let ids = |value: &mail_parser::HeaderValue<'_>| -> Vec<String> {
+            match value {
+                mail_parser::HeaderValue::Text(id) => vec![id.to_string()],
+                mail_parser::HeaderValue::TextList(ids) => {
+                    ids.iter().map(|id| id.to_string()).collect()
+                }
+                _ => Vec::new(),
+            }
+        };
+        (
+            ids(parsed.in_reply_to()).into_iter().next(),
+            ids(parsed.references()),
+        )
+    }
+
+    #[test]
+    fn a_reply_carries_the_whole_references_chain() {
+        let chain: Vec<String> = (0..40)
+            .map(|i| format!("m{i}.long-thread@example.com"))
+            .collect();
+        let refs: Vec<&str> = chain.iter().map(String::as_str).collect();
+        let message = compose("steward@example.net", &outgoing(&refs)).unwrap();
+        let (parent, references) = threading_of(&message);
+        assert_eq!(parent.as_deref(), Some("m39.long-thread@example.com"));
+        assert_eq!(references, chain);
+        let formatted = String::from_utf8(message.formatted()).unwrap();
+        assert!(
+            formatted.lines().all(|line| line.len() <= 998),
+            "no header line over RFC 5322's limit"
+        );
+
+        let (_, two) =
+            threading_of(&compose("s@example.net", &outgoing(&["root@x", "parent@x"])).unwrap());
+        assert_eq!(two, ["root@x", "parent@x"]);
+    }
+
+    #[test]
+    fn ids_that_would_break_the_header_are_left_out() {
+        let message = compose(
+            "s@example.net",
+            &outgoing(&[
+                "root@x",
+                "with space@x",
+                "<angle>@x",
+                "root@x",
+                "ünï@x",
+                "",
+                "parent@x",
+            ]),
+        )
+        .unwrap();
+        let (parent, references) = threading_of(&message);
+        assert_eq!(parent.as_deref(), Some("parent@x"));
+        assert_eq!(references, ["root@x", "parent@x"]);
     }
 }

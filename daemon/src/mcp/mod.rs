@@ -162,19 +162,36 @@ impl Supervisor {
 
     async fn load_tools(&self, connection: &Arc<Connection>) -> Result<(), McpError> {
         let listed = connection.list_tools().await?;
-        let tools: Vec<(steward_tools::ToolContract, Arc<dyn ToolHandler>)> = listed
+        let remotes: Vec<&str> = listed
             .iter()
-            .filter_map(|tool| {
-                let contract = tools::contract(&self.server, tool)?;
-                let handler: Arc<dyn ToolHandler> = Arc::new(tools::McpTool {
-                    connection: connection.clone(),
-                    server: self.server.name.clone(),
-                    remote: tool["name"].as_str()?.to_owned(),
-                    timeout: self.server.call_timeout,
-                });
-                Some((contract, handler))
-            })
+            .filter_map(|tool| tool["name"].as_str().filter(|n| !n.is_empty()))
             .collect();
+        let by_remote: std::collections::HashMap<&str, &serde_json::Value> = listed
+            .iter()
+            .rev() // the first entry of a name listed twice wins
+            .filter_map(|tool| Some((tool["name"].as_str()?, tool)))
+            .collect();
+        let tools: Vec<(steward_tools::ToolContract, Arc<dyn ToolHandler>)> =
+            tools::local_names(&self.server.name, &remotes)
+                .into_iter()
+                .filter_map(|name| {
+                    if name.disambiguated {
+                        info!(server = %self.server.name, remote = name.remote, local = %name.local, "MCP tool renamed: its plain name is another tool's");
+                    }
+                    let tool = by_remote.get(name.remote)?;
+                    let contract = tools::contract(&self.server, tool, name.local)?;
+                    let handler: Arc<dyn ToolHandler> = Arc::new(tools::McpTool {
+                        connection: connection.clone(),
+                        server: self.server.name.clone(),
+                        remote: name.remote.to_owned(),
+                        timeout: self.server.call_timeout,
+                    });
+                    Some((contract, handler))
+                })
+                .collect();
+        if remotes.len() > tools.len() {
+            warn!(server = %self.server.name, listed = remotes.len(), distinct = tools.len(), "the MCP server listed a tool name more than once; the first entry is used");
+        }
         let offered = tools.len();
         let rejected = self.registry.replace_source(&self.source(), tools);
         for error in &rejected {

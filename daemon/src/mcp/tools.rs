@@ -4,6 +4,11 @@
 //! Decisions:
 //! - Names are `SERVER_TOOL`, cut to the 64 characters providers accept (with a hash of the
 //!   full name, so two long names never collide); other characters become `_`.
+//! - MCP names may hold `.` and `/`, so two remote names can map to one Steward name
+//!   (`math.mul` and `math_mul`). No tool is dropped for it: the one whose name maps to
+//!   itself keeps the plain name, every other one gets `_` and a hash of its remote name
+//!   ([`local_names`]); the outcome depends only on the names, never on the listing order.
+//!   A name listed twice is one tool (the first entry wins).
 //! - An MCP tool is a non-idempotent `write` (so it is confirmed first) unless the config
 //!   lists it in `read_only_tools` or `idempotent_tools`: `readOnlyHint` and
 //!   `destructiveHint` come from the server and are only hints.
@@ -26,7 +31,20 @@ use super::connection::Connection;
 
 const MAX_NAME: usize = 64;
 
-/// The Steward name of a server's tool.
+/// FNV-1a: stable across builds and platforms, unlike std's hasher.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// `name` cut to leave room for `_XXXXXXXX`, then the hash of `full`.
+fn with_hash(name: &str, full: &str) -> String {
+    let kept: String = name.chars().take(MAX_NAME - 9).collect();
+    format!("{kept}_{:08x}", fnv1a(full))
+}
+
+/// The Steward name of a server's tool, before collisions are settled ([`local_names`]).
 pub fn tool_name(server: &str, tool: &str) -> String {
     let clean: String = format!("{server}_{tool}")
         .chars()
@@ -41,17 +59,90 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     if clean.len() <= MAX_NAME {
         return clean;
     }
-    // FNV-1a: stable across builds and platforms, unlike std's hasher.
-    let hash = format!("{server}_{tool}")
-        .bytes()
-        .fold(0x811c_9dc5u32, |h, b| {
-            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-        });
-    format!("{}_{hash:08x}", &clean[..MAX_NAME - 9])
+    // `clean` is ASCII, so characters and bytes agree.
+    with_hash(&clean, &format!("{server}_{tool}"))
 }
 
-/// The contract of one `tools/list` entry, or `None` when it has no name.
-pub fn contract(server: &McpServerConfig, tool: &Value) -> Option<ToolContract> {
+/// One remote tool and the name Steward gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalName<'a> {
+    pub remote: &'a str,
+    pub local: String,
+    /// The plain mapping was taken by another tool of the server; a hash was added.
+    pub disambiguated: bool,
+}
+
+/// Steward names for the tools a server lists, in the order listed, each remote name once,
+/// no two alike (see the module docs for the rule).
+pub fn local_names<'a>(server: &str, remotes: &[&'a str]) -> Vec<LocalName<'a>> {
+    let mut unique: Vec<&'a str> = Vec::with_capacity(remotes.len());
+    let mut seen = std::collections::HashSet::new();
+    for remote in remotes {
+        if seen.insert(*remote) {
+            unique.push(remote);
+        }
+    }
+    let mut by_plain: std::collections::HashMap<String, Vec<&'a str>> =
+        std::collections::HashMap::new();
+    for remote in &unique {
+        by_plain
+            .entry(tool_name(server, remote))
+            .or_default()
+            .push(remote);
+    }
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut names: std::collections::HashMap<&'a str, (String, bool)> =
+        std::collections::HashMap::new();
+    // Plain names first, so that a hashed name can never take one.
+    for (plain, group) in &by_plain {
+        let keeper = match group.as_slice() {
+            [only] => Some(*only),
+            _ => group
+                .iter()
+                .copied()
+                .find(|remote| format!("{server}_{remote}") == *plain),
+        };
+        if let Some(keeper) = keeper {
+            taken.insert(plain.clone());
+            names.insert(keeper, (plain.clone(), false));
+        }
+    }
+    let mut plains: Vec<&String> = by_plain.keys().collect();
+    plains.sort();
+    for plain in plains {
+        let mut group = by_plain[plain].clone();
+        group.sort_unstable();
+        for remote in group {
+            if names.contains_key(remote) {
+                continue;
+            }
+            let full = format!("{server}_{remote}");
+            let mut local = with_hash(plain, &full);
+            let mut salt = 0u32;
+            while taken.contains(&local) {
+                salt += 1;
+                local = with_hash(plain, &format!("{full}#{salt}"));
+            }
+            taken.insert(local.clone());
+            names.insert(remote, (local, true));
+        }
+    }
+    unique
+        .into_iter()
+        .filter_map(|remote| {
+            let (local, disambiguated) = names.remove(remote)?;
+            Some(LocalName {
+                remote,
+                local,
+                disambiguated,
+            })
+        })
+        .collect()
+}
+
+/// The contract of one `tools/list` entry, named `name` ([`local_names`]); `None` when the
+/// entry has no name.
+pub fn contract(server: &McpServerConfig, tool: &Value, name: String) -> Option<ToolContract> {
     let remote = tool["name"].as_str().filter(|n| !n.is_empty())?;
     let read_only = server.read_only_tools.iter().any(|t| t == remote);
     let idempotent = read_only || server.idempotent_tools.iter().any(|t| t == remote);
@@ -77,7 +168,7 @@ pub fn contract(server: &McpServerConfig, tool: &Value) -> Option<ToolContract> 
         parameters["type"] = json!("object");
     }
     Some(ToolContract {
-        name: tool_name(&server.name, remote),
+        name,
         description,
         parameters,
         side_effect: if read_only {
@@ -180,22 +271,76 @@ mod tests {
     fn hints_do_not_decide_effects_the_config_does() {
         let hinted = json!({"name": "delete", "inputSchema": {"type": "object"},
             "annotations": {"readOnlyHint": true, "destructiveHint": false}});
-        let c = contract(&server(), &hinted).unwrap();
+        let named = |tool: &Value| {
+            let remote = tool["name"].as_str().unwrap_or("");
+            contract(&server(), tool, tool_name("notes", remote))
+        };
+        let c = named(&hinted).unwrap();
         assert_eq!((c.side_effect, c.idempotent), (SideEffect::Write, false));
         assert!(!c.allowed_in_lane);
         assert_eq!(c.tier, Tier::Deferred);
         assert_eq!(c.groups, ["group:mcp:notes"]);
 
-        let c = contract(&server(), &json!({"name": "search"})).unwrap();
+        let c = named(&json!({"name": "search"})).unwrap();
         assert_eq!((c.side_effect, c.idempotent), (SideEffect::ReadOnly, true));
         assert_eq!(c.parameters, json!({"type": "object"}));
         assert!(c.description.contains("MCP server notes"));
-        let c = contract(
-            &server(),
-            &json!({"name": "tag", "description": "Tag a note."}),
-        )
-        .unwrap();
+        let c = named(&json!({"name": "tag", "description": "Tag a note."})).unwrap();
         assert_eq!((c.side_effect, c.idempotent), (SideEffect::Write, true));
-        assert!(contract(&server(), &json!({"description": "nameless"})).is_none());
+        assert!(named(&json!({"description": "nameless"})).is_none());
+    }
+
+    #[test]
+    fn names_that_collide_after_mapping_are_all_kept_whatever_the_order() {
+        let listed = ["math.mul", "math_mul", "math/mul", "add", "add"];
+        let names = local_names("calc", &listed);
+        let locals: Vec<&str> = names.iter().map(|n| n.local.as_str()).collect();
+        assert_eq!(
+            names.len(),
+            4,
+            "every distinct tool kept, the repeated one once: {names:?}"
+        );
+        assert_eq!(
+            names[1].local, "calc_math_mul",
+            "the name that maps to itself keeps it"
+        );
+        assert!(!names[1].disambiguated);
+        assert_eq!(names[3].local, "calc_add");
+        for hashed in [&names[0], &names[2]] {
+            assert!(hashed.disambiguated);
+            assert!(
+                hashed.local.starts_with("calc_math_mul_"),
+                "{}",
+                hashed.local
+            );
+            assert_eq!(hashed.local.len(), "calc_math_mul_".len() + 8);
+        }
+        let distinct: std::collections::HashSet<&str> = locals.iter().copied().collect();
+        assert_eq!(distinct.len(), locals.len(), "{locals:?}");
+
+        let mut reversed = listed;
+        reversed.reverse();
+        let again = local_names("calc", &reversed);
+        for name in &names {
+            let same = again.iter().find(|n| n.remote == name.remote).unwrap();
+            assert_eq!(same.local, name.local, "the order listed does not matter");
+        }
+
+        // Two names that both change under mapping: neither keeps the plain name.
+        let both = local_names("s", &["a.b", "a/b"]);
+        assert!(
+            both.iter()
+                .all(|n| n.disambiguated && n.local.len() == "s_a_b_".len() + 8)
+        );
+        assert_ne!(both[0].local, both[1].local);
+        // Long names stay within 64 characters.
+        let long = "x".repeat(70);
+        let long_dotted = format!("{}.y", "x".repeat(68));
+        let long_names = local_names("server", &[&long, &long_dotted]);
+        assert!(
+            long_names.iter().all(|n| n.local.len() <= MAX_NAME),
+            "{long_names:?}"
+        );
+        assert_ne!(long_names[0].local, long_names[1].local);
     }
 }

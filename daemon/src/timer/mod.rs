@@ -20,6 +20,7 @@
 //! came to run jobs twice); a job's time zone defaults to the system's.
 
 pub mod control;
+pub mod cron;
 pub mod jobs;
 pub mod schedule;
 pub mod tools;

@@ -2,8 +2,8 @@
 //! what to do with occurrences missed while the daemon was down. Pure functions, no clock.
 //!
 //! Schedules (the `schedule` of `[[cron]]` and `steward cron add --schedule`):
-//! - a cron expression of 5 fields (minute first) or 6 (seconds first), read in the job's
-//!   time zone;
+//! - a cron expression of 5 fields (minute first) or 6 (seconds first), or a shorthand
+//!   (`@daily`, `@hourly`, …), read in the job's time zone ([`super::cron`]);
 //! - `every DURATION` (`every 30s`, `every 5m`, `every 2h`, `every 1d`), counted from the
 //!   job's creation;
 //! - `at TIME`: once, at an RFC 3339 time, or `at +20m` (relative to when the job is made).
@@ -14,12 +14,14 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+
+use super::cron::{CronExpr, looks_like_cron};
 
 #[derive(Clone, Debug)]
 pub enum Schedule {
-    Cron(Box<croner::Cron>),
+    Cron(Box<CronExpr>),
     Every {
         period: Duration,
         from: DateTime<Utc>,
@@ -43,7 +45,7 @@ impl PartialEq for Schedule {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ScheduleError {
     #[error(
-        "{0:?} is not a schedule: use a cron expression (5 or 6 fields), `every 10m` or `at 2026-12-01T09:00:00+01:00` / `at +20m`"
+        "{0:?} is not a schedule: use a cron expression (5 or 6 fields, or @daily, @hourly, …), `every 10m` or `at 2026-12-01T09:00:00+01:00` / `at +20m`"
     )]
     Unknown(String),
     #[error("invalid cron expression {expr:?}: {reason}")]
@@ -76,17 +78,14 @@ pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, Schedu
             .map(|t| Schedule::At(t.with_timezone(&Utc)))
             .map_err(|_| ScheduleError::Time(when.to_owned()));
     }
-    let fields = text.split_whitespace().count();
-    if !(5..=6).contains(&fields) {
+    if !looks_like_cron(text) {
         return Err(ScheduleError::Unknown(text.to_owned()));
     }
-    croner::Cron::new(text)
-        .with_seconds_optional()
-        .parse()
+    CronExpr::parse(text)
         .map(|cron| Schedule::Cron(Box::new(cron)))
-        .map_err(|e| ScheduleError::Cron {
+        .map_err(|reason| ScheduleError::Cron {
             expr: text.to_owned(),
-            reason: e.to_string(),
+            reason,
         })
 }
 
@@ -130,20 +129,7 @@ impl Schedule {
                 let n = elapsed / step + 1;
                 Some(*from + chrono::Duration::milliseconds(n * step))
             }
-            Schedule::Cron(cron) => {
-                let mut from = zone.from_utc_datetime(&after.naive_utc());
-                // In the autumn overlap the search, which works on local time, can land on
-                // the first instance of a local time that is already behind us: go on.
-                for _ in 0..4 {
-                    let next = cron.find_next_occurrence(&from, false).ok()?;
-                    let next_utc = next.with_timezone(&Utc);
-                    if next_utc > after {
-                        return Some(next_utc);
-                    }
-                    from = next;
-                }
-                None
-            }
+            Schedule::Cron(cron) => cron.next_after(after, zone),
         }
     }
 
@@ -276,6 +262,7 @@ mod tests {
         let errors = [
             ("tomorrow", "is not a schedule"),
             ("61 * * * *", "invalid cron expression"),
+            ("0 25 * * *", "the hour field has 25; allowed 0–23"),
             ("every 5 minutes", "is not a duration"),
             ("every 0s", "is not a duration"),
             ("at noon", "RFC 3339"),

@@ -3,4 +3,5 @@
 pub mod api;
 pub mod metrics;
 pub mod server;
+pub mod template;
 pub mod verify;

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::template::{DeliveryBody, render};
 use super::verify::{Auth, verify};
 use crate::status::StatusBoard;
 use crate::store::Inbox;
@@ -309,11 +310,10 @@ fn delivery_event(
     delivery: Option<String>,
     trust: Trust,
 ) -> Event {
-    let raw = String::from_utf8_lossy(body).into_owned();
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let mut text = render(&route.config.text, headers, parsed.as_ref());
+    let body = DeliveryBody::decode(headers, body);
+    let mut text = render(&route.config.text, headers, body.json.as_ref());
     text.push_str("\n\n");
-    text.push_str(&raw.chars().take(TEXT_BODY).collect::<String>());
+    text.extend(body.text.chars().take(TEXT_BODY));
     let name = &route.config.name;
     let mut event = Event::new(
         Source::Webhook,
@@ -329,74 +329,11 @@ fn delivery_event(
         Payload::Webhook {
             route: name.clone(),
             text,
-            body: raw,
+            body: body.text,
         },
     );
     event.urgency = route.config.urgency;
     event.requested_urgency = Some(route.config.urgency);
     event.dedupe_key = delivery.map(|id| format!("webhook:{name}:{id}"));
     event
-}
-
-/// `{header.NAME}` and `{body.a.b}` replaced by their values (empty when absent).
-pub fn render(template: &str, headers: &HeaderMap, body: Option<&serde_json::Value>) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find('}') else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let key = &rest[start + 1..start + end];
-        let value = if let Some(name) = key.strip_prefix("header.") {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned()
-        } else if let Some(path) = key.strip_prefix("body.") {
-            let pointer = format!("/{}", path.replace('.', "/"));
-            match body.and_then(|b| b.pointer(&pointer)) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            }
-        } else {
-            format!("{{{key}}}")
-        };
-        out.push_str(&value);
-        rest = &rest[start + end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_read_headers_and_body_fields() {
-        let mut headers = HeaderMap::new();
-        headers.insert("x-github-event", HeaderValue::from_static("push"));
-        let body = serde_json::json!({"repository": {"full_name": "me/steward"}, "size": 3});
-        let table = [
-            (
-                "{header.x-github-event} to {body.repository.full_name}",
-                "push to me/steward",
-            ),
-            ("{body.size} commits", "3 commits"),
-            ("{body.missing}|{header.none}", "|"),
-            ("literal {braces} stay", "literal {braces} stay"),
-            ("unclosed {body", "unclosed {body"),
-        ];
-        for (template, expected) in table {
-            assert_eq!(
-                render(template, &headers, Some(&body)),
-                expected,
-                "{template}"
-            );
-        }
-    }
 }
