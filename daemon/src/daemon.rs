@@ -366,16 +366,18 @@ impl Core {
         } else {
             config.tools.roots.clone()
         };
+        for (index, root) in config.tools.roots.iter().enumerate() {
+            if let Err(e) = root.canonicalize() {
+                return Err(ConfigProblem {
+                    key: format!("tools.roots[{index}]"),
+                    message: format!("cannot use {}: {e}", root.display()),
+                }
+                .into());
+            }
+        }
         let files = Arc::new(FileAccess::new(&roots).map_err(|source| ConfigProblem {
             key: "tools.roots".into(),
-            message: format!(
-                "cannot use {}: {source}",
-                roots
-                    .iter()
-                    .map(|r| r.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            message: format!("cannot use {source}"),
         })?);
         if let Some(from) = crate::store::schema::migrate(&store)? {
             info!(

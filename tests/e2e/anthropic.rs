@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::scripted_model::{ScriptedModel, sse};
+use crate::scripted_model::{ScriptedModel, json_message, sse};
 use crate::support::{TestDaemon, stderr, stdout};
 
 fn event(data: Value) -> String {
@@ -224,6 +224,59 @@ async fn a_rejected_request_is_a_clear_error_not_a_retry_loop() {
         "{message}"
     );
     assert_eq!(model.requests().len(), 1, "a 401 is not retried");
+}
+
+/// A server that answers the streaming request with the whole message as JSON (LiteLLM's
+/// Anthropic mock does): the answer is taken as it is, with its tool call, not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_json_message_instead_of_a_stream_is_an_answer() {
+    let message = |content: Value, stop: &str| {
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-scripted",
+            "content": content, "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 3}})
+    };
+    let scripts = vec![
+        json_message(&message(
+            json!([{"type": "text", "text": "Echoing."},
+                   {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"text": "grüße"}}]),
+            "tool_use",
+        )),
+        json_message(&message(
+            json!([{"type": "text", "text": "It said grüße."}]),
+            "end_turn",
+        )),
+    ];
+    let model = ScriptedModel::start(scripts, 5);
+    let daemon = start(&model, "");
+    let output = daemon.cli(&["send", "--wait", "--timeout", "60", "echo something"]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout(&output).contains("It said grüße."), "{output:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "neither answer was retried");
+    assert_eq!(requests[0]["stream"], true);
+    let sent = requests[1]["messages"].to_string();
+    assert!(sent.contains("toolu_1") && sent.contains("grüße"), "{sent}");
+}
+
+/// A 200 that is neither a stream nor JSON (an HTML page from a proxy): a clear, final
+/// error that names what came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_is_neither_a_stream_nor_json_says_what_it_was() {
+    let page = "<html><body>Welcome to nginx!</body></html>";
+    let scripts = vec![format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+        page.len()
+    )];
+    let model = ScriptedModel::start(scripts, 4096);
+    let daemon = start(&model, "");
+    let output = daemon.cli(&["send", "--wait", "hello?"]);
+    assert!(!output.status.success(), "{output:?}");
+    let message = stderr(&output);
+    assert!(
+        message.contains("received text/html") && message.contains("Welcome to nginx"),
+        "{message}"
+    );
+    assert_eq!(model.requests().len(), 1, "not retried");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,20 +118,28 @@ fn paths_outside_the_workspace_are_refused() {
 }
 
 #[test]
-fn a_missing_root_is_a_config_error() {
-    let output = {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("config.toml"),
-            "[tools]\nroots = [\"/nonexistent/steward-root\"]\n",
-        )
-        .unwrap();
-        crate::support::cli_in(dir.path(), &["run"])
-    };
+fn a_missing_root_is_a_config_error_that_names_only_that_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("notes");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[tools]\nroots = [{:?}, \"/nonexistent/steward-root\"]\n",
+            existing.display().to_string()
+        ),
+    )
+    .unwrap();
+    let output = crate::support::cli_in(dir.path(), &["run"]);
     assert_eq!(output.status.code(), Some(78), "{output:?}");
+    let message = crate::support::stderr(&output);
     assert!(
-        crate::support::stderr(&output).contains("tools.roots"),
-        "{output:?}"
+        message.contains("tools.roots[1]") && message.contains("/nonexistent/steward-root"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(&existing.display().to_string()),
+        "the root that exists is not blamed: {message}"
     );
 }
 

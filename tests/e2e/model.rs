@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::scripted_model::{ScriptedModel, sse};
+use crate::scripted_model::{ScriptedModel, json_message, sse};
 use crate::support::{TestDaemon, stdout};
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -30,6 +30,43 @@ fn config(port: u16) -> String {
     format!(
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"scripted\"\ntimeout_secs = 10\n"
     )
+}
+
+/// A server that ignores `"stream": true` and answers with one `chat.completion`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_chat_completion_instead_of_a_stream_is_an_answer() {
+    let completion = |message: Value, finish: &str| {
+        json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}})
+    };
+    let scripts = vec![
+        json_message(&completion(
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "echo", "arguments": "{\"text\":\"Привет\"}"}}]}),
+            "tool_calls",
+        )),
+        json_message(&completion(
+            json!({"role": "assistant", "content": "It said Привет."}),
+            "stop",
+        )),
+    ];
+    let model = ScriptedModel::start(scripts, 3);
+    let daemon = TestDaemon::start_with(&config(model.port));
+    let output = daemon.cli(&["send", "--wait", "echo something"]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(stdout(&output).contains("It said Привет."), "{output:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let tool_message = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert_eq!(tool_message["tool_call_id"], "call_1");
+    assert!(tool_message["content"].to_string().contains("Привет"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -86,6 +86,16 @@ pub fn sse(events: &str) -> String {
     )
 }
 
+/// A 200 response whose body is one complete JSON message (a server that ignores
+/// `"stream": true`).
+pub fn json_message(body: &Value) -> String {
+    let body = body.to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 fn serve(
     stream: std::net::TcpStream,
     script: Option<String>,

@@ -63,7 +63,10 @@ fn catastrophic_commands_are_blocked_however_they_are_wrapped() {
         ":(){ :|:& };:",
     ] {
         let reply = shell(&daemon, command);
-        assert!(reply.contains("blocked, never run"), "{command:?}: {reply}");
+        assert!(
+            reply.contains("`shell` was blocked and never run: `"),
+            "{command:?}: {reply}"
+        );
     }
     let pending = stdout(&daemon.cli(&["pending", "--json"]));
     assert!(

@@ -4,6 +4,9 @@
 //! corpus under full injection (every schema as a function declaration), tiered loading
 //! (`tool_search` and `call_tool` in full, the corpus as a list of names) and names only.
 //!
+//! Last, the time of a hostile query (18 KB of base64 pasted as a query) on the largest
+//! corpus: the median and the worst of 200 searches.
+//!
 //! Run: `cargo bench -p steward-tools --bench search`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
@@ -54,6 +57,44 @@ fn declaration_bytes(corpus: &Corpus, tools_jsonl: &std::path::Path) -> (usize, 
     (full, meta + names_only, names_only)
 }
 
+/// 18 KB of base64-like text, deterministic.
+fn base64_blob(bytes: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut state = 0x2545_f491_u32;
+    (0..bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            char::from(ALPHABET[(state % 64) as usize])
+        })
+        .collect()
+}
+
+fn hostile_query() {
+    let corpus = load_corpus(&data_dir().join("sealtools/tools.jsonl")).unwrap();
+    let index = steward_tools::search::SearchIndex::build(&corpus.docs);
+    let query = steward_tools::search::Query::Ranked {
+        required: Vec::new(),
+        text: base64_blob(18 * 1024),
+    };
+    let mut times: Vec<std::time::Duration> = (0..200)
+        .map(|_| {
+            let started = tokio::time::Instant::now();
+            std::hint::black_box(index.search(&query, 5));
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!();
+    println!(
+        "hostile query (18 KB of base64) over sealtools, {} tools: median {:.1} µs, worst {:.1} µs",
+        corpus.docs.len(),
+        times[times.len() / 2].as_secs_f64() * 1e6,
+        times[times.len() - 1].as_secs_f64() * 1e6
+    );
+}
+
 fn main() {
     println!(
         "| data set | tools | queries | R@1 | R@5 | Complete@5 | MRR | p50 µs | p99 µs | build ms |"
@@ -79,6 +120,7 @@ fn main() {
             report.build_ms
         );
     }
+    hostile_query();
     println!();
     println!(
         "| data set | full injection bytes | tiered bytes | names only bytes | tiered saves |"

@@ -192,11 +192,16 @@ impl ToolPipeline {
     /// Lookup (disabled tools refused here too) and argument validation.
     fn prepare(&self, call: &ToolCallRequest) -> Result<Arc<RegisteredTool>, ToolOutcome> {
         let Some(tool) = self.registry.get(&call.tool) else {
-            return Err(ToolOutcome::error(format!("unknown tool `{}`", call.tool)));
+            return Err(ToolOutcome::error(
+                match self.registry.closest_name(&call.tool) {
+                    Some(near) => format!("unknown tool `{}`; did you mean `{near}`?", call.tool),
+                    None => format!("unknown tool `{}`", call.tool),
+                },
+            ));
         };
-        if self.registry.is_disabled(&call.tool) {
+        if let Some(why) = self.registry.why_disabled(&call.tool) {
             return Err(ToolOutcome::error(format!(
-                "tool `{}` is disabled",
+                "tool `{}` is disabled: {why}",
                 call.tool
             )));
         }
@@ -250,7 +255,8 @@ impl ToolPipeline {
         let safety = tool.handler.safety(&call.args, ctx);
         if let Safety::Block(reason) = &safety {
             return Some(ToolOutcome::blocked(format!(
-                "blocked, never run: {reason}"
+                "`{}` was blocked and never run: {reason}",
+                call.tool
             )));
         }
         let Some(auth) = self.authorization.as_ref() else {

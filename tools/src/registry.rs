@@ -349,6 +349,28 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// Why a registered tool is disabled, or `None` when it is enabled or unknown.
+    pub fn why_disabled(&self, name: &str) -> Option<String> {
+        let catalog = self.catalog();
+        self.selection
+            .why_disabled(&catalog.tools.get(name)?.contract)
+    }
+
+    /// The registered name nearest `name` (a typo, `fs-read` for `fs_read`), if one is
+    /// near enough to suggest: at most a third of the name's characters differ.
+    pub fn closest_name(&self, name: &str) -> Option<String> {
+        let catalog = self.catalog();
+        let wanted = name.to_lowercase().replace('-', "_");
+        let limit = (wanted.chars().count() / 3).max(1);
+        catalog
+            .tools
+            .keys()
+            .map(|candidate| (edit_distance(&wanted, candidate, limit + 1), candidate))
+            .filter(|(distance, _)| *distance <= limit)
+            .min()
+            .map(|(_, candidate)| candidate.clone())
+    }
+
     pub fn is_disabled(&self, name: &str) -> bool {
         self.catalog()
             .tools
@@ -454,4 +476,29 @@ fn spec(contract: &ToolContract) -> ToolSpec {
         usage_guidance: contract.usage_guidance.clone(),
         tier: contract.tier,
     }
+}
+
+/// Levenshtein distance between `a` and `b`, counted up to `cap` (anything farther is
+/// `cap`): a long MCP name list costs little.
+fn edit_distance(a: &str, b: &str, cap: usize) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) >= cap {
+        return cap;
+    }
+    // Both rows have b.len() + 1 entries and j < b.len(): every index is in range.
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        current[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != cb);
+            current[j + 1] = substitute.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        if current.iter().all(|&d| d >= cap) {
+            return cap;
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()].min(cap)
 }

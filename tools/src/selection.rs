@@ -37,6 +37,15 @@ impl Profile {
         }
     }
 
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Minimal => "minimal",
+            Profile::Assistant => "assistant",
+            Profile::Coding => "coding",
+            Profile::Full => "full",
+        }
+    }
+
     /// Each profile is the one before it plus some groups.
     fn groups(self) -> impl Iterator<Item = &'static str> {
         const MINIMAL: &[&str] = &["group:tools", "group:messaging", "group:memory"];
@@ -76,6 +85,26 @@ impl Selection {
         }
         self.profile.groups().any(|entry| matches(entry, contract))
             || self.allow.iter().any(|entry| matches(entry, contract))
+    }
+
+    /// Why a tool is not enabled, as the owner would fix it: the `tools.deny` entry that
+    /// covers it, or the profile that brings it (`None` when it is enabled).
+    pub fn why_disabled(&self, contract: &ToolContract) -> Option<String> {
+        if self.is_enabled(contract) {
+            return None;
+        }
+        if let Some(entry) = self.deny.iter().find(|entry| matches(entry, contract)) {
+            return Some(format!("tools.deny has {entry:?}"));
+        }
+        let profile = [Profile::Minimal, Profile::Assistant, Profile::Coding]
+            .into_iter()
+            .find(|p| p.groups().any(|entry| matches(entry, contract)))
+            .unwrap_or(Profile::Full);
+        Some(format!(
+            "it comes with tools.profile = \"{}\" (or add {:?} to tools.allow)",
+            profile.name(),
+            contract.name
+        ))
     }
 
     /// The tools that cannot be disabled but that `deny` names explicitly (a group or `*`

@@ -21,7 +21,9 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk};
+use super::transport::{
+    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
+};
 use super::{BrainError, TokenUsage};
 
 const API_VERSION: &str = "2023-06-01";
@@ -275,10 +277,17 @@ impl StreamDecoder for EventDecoder {
                     }
                     _ => StreamBlock::Other,
                 };
+                if index >= MAX_CALLS * 4 {
+                    return Err(Failure::retry(format!(
+                        "a content block index out of any reasonable range: {index}"
+                    )));
+                }
                 if self.blocks.len() <= index {
                     self.blocks.resize_with(index + 1, || StreamBlock::Other);
                 }
-                self.blocks[index] = kind;
+                if let Some(slot) = self.blocks.get_mut(index) {
+                    *slot = kind;
+                }
             }
             "content_block_delta" => {
                 let delta = &value["delta"];
@@ -290,7 +299,9 @@ impl StreamDecoder for EventDecoder {
                     (Some(StreamBlock::ToolUse(call)), Some("input_json_delta")) => {
                         let call = *call;
                         let fragment = delta["partial_json"].as_str().unwrap_or("");
-                        self.answer.calls[call].arguments.push_str(fragment);
+                        if let Some(call) = self.answer.calls.get_mut(call) {
+                            call.arguments.push_str(fragment);
+                        }
                     }
                     (None, _) => {
                         return Err(Failure::retry(format!(
@@ -342,5 +353,44 @@ impl StreamDecoder for EventDecoder {
             self.answer.usage = Some(self.usage);
         }
         Ok(self.answer)
+    }
+
+    /// A whole `message` object: `content` blocks (`text`, `tool_use` with its `input`) and
+    /// `usage`.
+    fn complete(message: &Value) -> Result<Answer, Failure> {
+        if message.get("type").and_then(Value::as_str) != Some("message") {
+            return Err(Failure::retry(format!(
+                "a JSON answer that is not a message: {}",
+                message.to_string().chars().take(300).collect::<String>()
+            )));
+        }
+        let mut answer = Answer::default();
+        for block in message["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("text") => answer.text.push_str(block["text"].as_str().unwrap_or("")),
+                Some("tool_use") if answer.calls.len() < MAX_CALLS => {
+                    answer.calls.push(PartialCall {
+                        id: block["id"].as_str().unwrap_or("").to_owned(),
+                        name: block["name"].as_str().unwrap_or("").to_owned(),
+                        arguments: match &block["input"] {
+                            Value::Null => String::new(),
+                            input => input.to_string(),
+                        },
+                    });
+                }
+                _ => {}
+            }
+        }
+        let usage = &message["usage"];
+        if usage.is_object() {
+            let count = |path: &str| usage.pointer(path).and_then(Value::as_u64).unwrap_or(0);
+            let cached = count("/cache_read_input_tokens");
+            answer.usage = Some(TokenUsage {
+                input: count("/input_tokens") + count("/cache_creation_input_tokens") + cached,
+                cached_input: cached,
+                output: count("/output_tokens"),
+            });
+        }
+        Ok(answer)
     }
 }

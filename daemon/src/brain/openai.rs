@@ -16,7 +16,9 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
-use super::transport::{Answer, Endpoint, Failure, PartialCall, StreamDecoder, Wire, parse_chunk};
+use super::transport::{
+    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
+};
 use super::{BrainError, TokenUsage};
 
 #[derive(Debug)]
@@ -177,6 +179,17 @@ fn render_turn<'a>(turn: Turn<'a>, messages: &mut Vec<Message<'a>>) {
     }
 }
 
+/// The `usage` of a chunk or a completion, when reported.
+fn usage(value: &Value) -> Option<TokenUsage> {
+    let reported = value.get("usage").filter(|u| u.is_object())?;
+    let count = |path: &str| reported.pointer(path).and_then(Value::as_u64).unwrap_or(0);
+    Some(TokenUsage {
+        input: count("/prompt_tokens"),
+        cached_input: count("/prompt_tokens_details/cached_tokens"),
+        output: count("/completion_tokens"),
+    })
+}
+
 /// Decodes `chat.completion.chunk` objects up to `data: [DONE]`.
 #[derive(Debug, Default)]
 pub struct ChunkDecoder {
@@ -202,13 +215,8 @@ impl StreamDecoder for ChunkDecoder {
         {
             self.finished = true;
         }
-        if let Some(reported) = value.get("usage").filter(|u| u.is_object()) {
-            let count = |path: &str| reported.pointer(path).and_then(Value::as_u64).unwrap_or(0);
-            self.answer.usage = Some(TokenUsage {
-                input: count("/prompt_tokens"),
-                cached_input: count("/prompt_tokens_details/cached_tokens"),
-                output: count("/completion_tokens"),
-            });
+        if let Some(reported) = usage(&value) {
+            self.answer.usage = Some(reported);
         }
         let Some(delta) = value.pointer("/choices/0/delta") else {
             return Ok(false);
@@ -224,10 +232,17 @@ impl StreamDecoder for ChunkDecoder {
             .flatten()
         {
             let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if index >= MAX_CALLS {
+                return Err(Failure::retry(format!(
+                    "a tool call index out of any reasonable range: {index}"
+                )));
+            }
             if calls.len() <= index {
                 calls.resize_with(index + 1, PartialCall::default);
             }
-            let partial = &mut calls[index];
+            let Some(partial) = calls.get_mut(index) else {
+                continue;
+            };
             if let Some(id) = call.get("id").and_then(Value::as_str) {
                 partial.id = id.to_owned();
             }
@@ -251,5 +266,41 @@ impl StreamDecoder for ChunkDecoder {
                 "the stream ended before the answer was complete",
             ))
         }
+    }
+
+    /// A whole `chat.completion`: the first choice's `message` and `usage`.
+    fn complete(completion: &Value) -> Result<Answer, Failure> {
+        let Some(message) = completion.pointer("/choices/0/message") else {
+            return Err(Failure::retry(format!(
+                "a JSON answer without choices[0].message: {}",
+                completion.to_string().chars().take(300).collect::<String>()
+            )));
+        };
+        let mut answer = Answer {
+            text: message["content"].as_str().unwrap_or("").to_owned(),
+            ..Answer::default()
+        };
+        for call in message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(MAX_CALLS)
+        {
+            answer.calls.push(PartialCall {
+                id: call["id"].as_str().unwrap_or("").to_owned(),
+                name: call
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                arguments: call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            });
+        }
+        answer.usage = usage(completion);
+        Ok(answer)
     }
 }

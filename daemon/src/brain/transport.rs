@@ -7,6 +7,13 @@
 //! cut before their end, with exponential backoff and jitter. A 4xx other than 429 is a
 //! clear, final error. When every attempt failed the dispatcher defers the step and tries
 //! again later (see [`super::BrainError::Unavailable`]).
+//!
+//! Steward always asks for a stream, but some servers and proxies answer with the complete
+//! message instead (`content-type: application/json`; LiteLLM's Anthropic mock does). That
+//! is a valid answer and is decoded as one ([`StreamDecoder::complete`]). A success whose
+//! content type is neither a stream nor JSON (an HTML page from a proxy or a wrong
+//! `base_url`) is a final error that says what was received; a missing content type is read
+//! as a stream, as servers that forget the header mean.
 
 use std::time::Duration;
 
@@ -19,6 +26,11 @@ use super::{BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUs
 
 const MAX_ATTEMPTS: u32 = 3;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The largest complete (non-streamed) answer read.
+const MAX_COMPLETE_BYTES: usize = 32 * 1024 * 1024;
+/// The most tool calls one answer may make; an index beyond it is a broken answer, not a
+/// reason to allocate.
+pub const MAX_CALLS: usize = 256;
 
 /// Why an attempt failed, and whether another attempt may help.
 #[derive(Debug)]
@@ -62,6 +74,35 @@ pub trait StreamDecoder: Default + Send {
     /// The answer, once the stream ended (explicitly or by closing); an error when it
     /// ended before the answer was complete.
     fn finish(self) -> Result<Answer, Failure>;
+    /// The answer from a complete, non-streamed message of the provider's API.
+    fn complete(message: &serde_json::Value) -> Result<Answer, Failure>;
+}
+
+/// How a successful response carries its answer, from its `content-type`.
+#[derive(Debug, PartialEq, Eq)]
+enum Body {
+    Stream,
+    Complete,
+    Other(String),
+}
+
+fn body_kind(content_type: Option<&str>) -> Body {
+    let Some(value) = content_type else {
+        return Body::Stream;
+    };
+    let media = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if media.is_empty() || media == "text/event-stream" {
+        Body::Stream
+    } else if media == "application/json" || media.ends_with("+json") {
+        Body::Complete
+    } else {
+        Body::Other(value.to_owned())
+    }
 }
 
 #[derive(Debug)]
@@ -145,6 +186,21 @@ impl Endpoint {
                 Failure::Final(BrainError::Rejected(error))
             });
         }
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        match body_kind(content_type.as_deref()) {
+            Body::Stream => {}
+            Body::Complete => return self.read_complete::<D>(response).await,
+            Body::Other(media) => {
+                let text = response.text().await.unwrap_or_default();
+                return Err(Failure::Final(BrainError::Rejected(format!(
+                    "expected a stream (text/event-stream) or a JSON message, received {media}: {}",
+                    text.chars().take(300).collect::<String>()
+                ))));
+            }
+        }
         let mut parser = SseParser::default();
         let mut decoder = D::default();
         loop {
@@ -162,6 +218,46 @@ impl Endpoint {
                 }
             }
         }
+    }
+}
+
+impl Endpoint {
+    /// A complete JSON message instead of a stream.
+    async fn read_complete<D: StreamDecoder>(
+        &self,
+        mut response: reqwest::Response,
+    ) -> Result<Answer, Failure> {
+        let secs = self.timeout.as_secs();
+        let mut body = Vec::new();
+        loop {
+            let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
+                Err(_) => return Err(Failure::retry(format!("the answer stalled for {secs}s"))),
+                Ok(Err(e)) => return Err(Failure::retry(format!("the answer broke: {e}"))),
+                Ok(Ok(next)) => next,
+            };
+            let Some(bytes) = next else { break };
+            if body.len() + bytes.len() > MAX_COMPLETE_BYTES {
+                return Err(Failure::Final(BrainError::Rejected(format!(
+                    "the answer is over {MAX_COMPLETE_BYTES} bytes"
+                ))));
+            }
+            body.extend_from_slice(&bytes);
+        }
+        let message: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+            Failure::retry(format!(
+                "a JSON answer that is not JSON ({e}): {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ))
+        })?;
+        if let Some(error) = message.get("error").filter(|e| !e.is_null()) {
+            return Err(Failure::retry(format!(
+                "the model reported an error: {error}"
+            )));
+        }
+        D::complete(&message)
     }
 }
 
@@ -267,4 +363,29 @@ fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
             usage: answer.usage,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_content_type_says_how_the_answer_comes() {
+        let table = [
+            (None, Body::Stream),
+            (Some("text/event-stream"), Body::Stream),
+            (Some("text/event-stream; charset=utf-8"), Body::Stream),
+            (Some(""), Body::Stream),
+            (Some("application/json"), Body::Complete),
+            (Some("Application/JSON; charset=utf-8"), Body::Complete),
+            (Some("application/vnd.api+json"), Body::Complete),
+            (
+                Some("text/html; charset=utf-8"),
+                Body::Other("text/html; charset=utf-8".into()),
+            ),
+        ];
+        for (content_type, expected) in table {
+            assert_eq!(body_kind(content_type), expected, "{content_type:?}");
+        }
+    }
 }

@@ -145,6 +145,8 @@ fn print_outcome(outcome: &ToolOutcome, json: bool) -> ExitCode {
                 outcome.content["pending_id"].as_str().unwrap_or("?"),
                 outcome.content["reason"].as_str().unwrap_or("")
             ),
+            // The text of a blocked call says that it was blocked, and why.
+            ToolStatus::Blocked => eprintln!("steward: {text}"),
             _ => eprintln!("steward: {name}: {text}"),
         }
     }

@@ -72,7 +72,11 @@ impl ToolHandler for Shell {
         match verdict.tier {
             CommandTier::Safe => Safety::Allow,
             CommandTier::Dangerous => Safety::Confirm(verdict.reasons.join("; ")),
-            CommandTier::Catastrophic => Safety::Block(verdict.reasons.join("; ")),
+            CommandTier::Catastrophic => Safety::Block(format!(
+                "`{}` ({})",
+                command.chars().take(200).collect::<String>(),
+                verdict.reasons.join("; ")
+            )),
         }
     }
 

@@ -117,6 +117,17 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
         .execute(&call("c", "nope", json!({})), &ctx())
         .await;
     assert_eq!(out, ToolOutcome::error("unknown tool `nope`"));
+    // A near miss gets a suggestion.
+    for typo in ["fs_raed", "fs-read", "FS_READ", "fsread"] {
+        let out = pipeline()
+            .execute(&call("c", typo, json!({})), &ctx())
+            .await;
+        assert_eq!(
+            out,
+            ToolOutcome::error(format!("unknown tool `{typo}`; did you mean `fs_read`?")),
+            "{typo}"
+        );
+    }
 
     let registry = builtins().disable("echo").build().unwrap();
     assert!(registry.specs(false).iter().all(|s| s.name != "echo"));
@@ -124,7 +135,22 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
     let out = p
         .execute(&call("c", "echo", json!({"text": "x"})), &ctx())
         .await;
-    assert_eq!(out, ToolOutcome::error("tool `echo` is disabled"));
+    assert_eq!(
+        out,
+        ToolOutcome::error("tool `echo` is disabled: tools.deny has \"echo\"")
+    );
+
+    // The default profile has no shell: the error says which profile brings it.
+    let p = ToolPipeline::new(builtins().build().unwrap(), test_budget());
+    let out = p
+        .execute(&call("c", "shell", json!({"command": "ls"})), &ctx())
+        .await;
+    assert_eq!(
+        out,
+        ToolOutcome::error(
+            "tool `shell` is disabled: it comes with tools.profile = \"coding\" (or add \"shell\" to tools.allow)"
+        )
+    );
 }
 
 #[test]

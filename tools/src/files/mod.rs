@@ -55,9 +55,13 @@ pub struct FileAccess {
 impl FileAccess {
     /// `roots` must exist; they are canonicalized once here.
     pub fn new(roots: &[PathBuf]) -> std::io::Result<Self> {
+        // The error names the root that failed, not every root.
         let roots = roots
             .iter()
-            .map(|r| r.canonicalize())
+            .map(|r| {
+                r.canonicalize()
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", r.display())))
+            })
             .collect::<std::io::Result<Vec<_>>>()?;
         if roots.is_empty() {
             return Err(std::io::Error::new(

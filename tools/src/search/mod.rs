@@ -209,9 +209,7 @@ impl SearchIndex {
     }
 
     fn ranked(&self, required: &[String], text: &str, k: usize) -> Vec<usize> {
-        let mut terms = text::terms(text);
-        terms.sort();
-        terms.dedup();
+        let terms = text::query_terms(text);
         let mut scores = vec![0f32; self.len()];
         let w = &self.weights;
         let n = self.len() as f32;

@@ -22,6 +22,38 @@ pub fn terms(text: &str) -> Vec<String> {
     out
 }
 
+/// Most distinct terms a query is ranked by. A query is a request of a few words; a pasted
+/// blob (18 KB of base64 makes thousands of terms) costs a posting walk per term, so only
+/// the first terms count and any query stays well under a millisecond.
+pub const MAX_QUERY_TERMS: usize = 64;
+/// Only the start of a longer query is read for its terms (a request of 64 distinct words
+/// is far shorter).
+pub const MAX_QUERY_CHARS: usize = 2048;
+
+/// A query's distinct terms, first seen first, at most [`MAX_QUERY_TERMS`], from its first
+/// [`MAX_QUERY_CHARS`] characters.
+pub fn query_terms(text: &str) -> Vec<String> {
+    let head = match text.char_indices().nth(MAX_QUERY_CHARS) {
+        Some((end, _)) => text.get(..end).unwrap_or(text),
+        None => text,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for word in words(head) {
+        let mut pushed = Vec::new();
+        push_term(&mut pushed, &word);
+        for term in pushed {
+            if seen.insert(term.clone()) {
+                out.push(term);
+                if out.len() == MAX_QUERY_TERMS {
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The terms of an identifier (a tool, server or parameter name).
 pub fn name_terms(name: &str) -> Vec<String> {
     terms(name)
@@ -151,6 +183,30 @@ fn undouble(mut stem: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_counts_its_first_distinct_terms_only() {
+        assert_eq!(
+            query_terms("send the email, send it now"),
+            ["send", "email", "now"]
+        );
+        let blob: String = (0..20_000u32)
+            .map(|i| {
+                char::from(
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                        [(i.wrapping_mul(2_654_435_761) >> 26) as usize],
+                )
+            })
+            .collect();
+        let terms = query_terms(&blob);
+        assert!(terms.len() <= MAX_QUERY_TERMS, "{}", terms.len());
+        assert!(!terms.is_empty());
+        let long = format!("{} weather", "é".repeat(5000));
+        assert!(
+            !query_terms(&long).contains(&"weather".to_owned()),
+            "only the head is read"
+        );
+    }
 
     #[test]
     fn stop_words_are_sorted_for_binary_search() {

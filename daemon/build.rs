@@ -1,0 +1,40 @@
+//! Which third-party packages the interoperability tests can use: `scripts/interop-venv.sh`
+//! installs them into a virtual environment and marks each one that installed. A test whose
+//! package is missing is built `#[ignore]`d with the reason, so it is counted as skipped,
+//! never as passed. The venv's location reaches the tests as `STEWARD_INTEROP_VENV`.
+
+use std::path::PathBuf;
+
+/// The packages the tests name, as `interop_<name>` cfgs (`-` becomes `_`).
+const PACKAGES: [&str; 7] = [
+    "dkimpy",
+    "dnspython",
+    "standardwebhooks",
+    "stripe",
+    "croniter",
+    "mcp",
+    "mcp_server_time",
+];
+
+fn main() {
+    println!("cargo::rerun-if-env-changed=STEWARD_INTEROP_VENV");
+    println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
+    let venv = std::env::var_os("STEWARD_INTEROP_VENV")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|t| PathBuf::from(t).join("interop-venv")))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/interop-venv")
+        });
+    let installed = venv.join("installed");
+    // The directory exists from the first build on, so that cargo watches it rather than
+    // rerunning this script on every build while it is missing.
+    let _ = std::fs::create_dir_all(&installed);
+    println!("cargo::rerun-if-changed={}", installed.display());
+    println!("cargo::rustc-env=STEWARD_INTEROP_VENV={}", venv.display());
+    for package in PACKAGES {
+        println!("cargo::rustc-check-cfg=cfg(interop_{package})");
+        if installed.join(package).exists() {
+            println!("cargo::rustc-cfg=interop_{package}");
+        }
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the third-party software the interoperability tests talk to (DKIM signing, a DNS
+# server, the official webhook signers, croniter, the MCP SDK and a reference MCP server)
+# into a virtual environment under the build directory, one package at a time. Each package
+# that installs is recorded in installed/NAME; one that cannot is recorded in failed/NAME
+# with pip's last words, and its tests are built as ignored (nextest counts them skipped,
+# never passed). Re-running is cheap: installed packages are not fetched again.
+#   scripts/interop-venv.sh            # venv at $STEWARD_INTEROP_VENV, else
+#                                      # ${CARGO_TARGET_DIR:-target}/interop-venv
+set -uo pipefail
+cd "$(dirname "$0")/.."
+venv=${STEWARD_INTEROP_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/interop-venv}
+packages=(dkimpy dnspython standardwebhooks stripe croniter mcp mcp-server-time)
+mkdir -p "$venv/installed" "$venv/failed"
+if [ ! -x "$venv/bin/python" ]; then
+    if ! python3 -m venv "$venv" 2>"$venv/failed/venv"; then
+        echo "interop: cannot create a virtual environment at $venv (see $venv/failed/venv)" >&2
+        exit 0
+    fi
+    rm -f "$venv/failed/venv"
+fi
+for package in "${packages[@]}"; do
+    marker=${package//-/_}
+    if [ -e "$venv/installed/$marker" ]; then
+        continue
+    fi
+    if "$venv/bin/pip" install --quiet --disable-pip-version-check "$package" >"$venv/failed/$marker" 2>&1; then
+        "$venv/bin/pip" show "$package" 2>/dev/null | grep -i '^version' >"$venv/installed/$marker"
+        rm -f "$venv/failed/$marker"
+        echo "interop: $package $(cut -d' ' -f2 <"$venv/installed/$marker")"
+    else
+        echo "interop: $package cannot be installed; its tests are skipped (see $venv/failed/$marker)" >&2
+    fi
+done
