@@ -21,7 +21,9 @@ fn main() {
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
     let venv = std::env::var_os("STEWARD_INTEROP_VENV")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|t| PathBuf::from(t).join("interop-venv")))
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR").map(|t| PathBuf::from(t).join("interop-venv"))
+        })
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/interop-venv")
         });

@@ -69,8 +69,9 @@ impl ConfigError {
 
 /// 1-based line of the byte offset `at` in `text`.
 pub(crate) fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())]
+    text.as_bytes()
         .iter()
+        .take(at)
         .filter(|b| **b == b'\n')
         .count()
         + 1

@@ -2,6 +2,9 @@
 //! (unknown keys are errors); [`Config::from_toml`] resolves it into validated values. Every
 //! error names the key and, where the file has it, the line — so a bad config can be fixed
 //! from the message alone. The daemon exits with code 78 (`EX_CONFIG`) on any of them.
+// Everything here reads outside input (config files): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 mod email;
 mod error;

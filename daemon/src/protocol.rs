@@ -7,6 +7,9 @@
 //! version answers first with [`Response::VersionMismatch`], which the CLI prints as a
 //! warning (the usual cause: the binary was upgraded and the daemon not restarted). The
 //! daemon's version is also in `steward status`.
+// Everything here reads outside input (the control socket): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 /// This build's version, as exchanged on the socket.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

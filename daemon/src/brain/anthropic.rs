@@ -242,7 +242,7 @@ impl StreamDecoder for EventDecoder {
         match kind {
             "message_start" => {
                 self.started = true;
-                let usage = &value["message"]["usage"];
+                let usage = value.pointer("/message/usage").unwrap_or(&Value::Null);
                 let cached = count(usage, "/cache_read_input_tokens");
                 // `input_tokens` counts only what came after the last cache breakpoint.
                 self.usage.input = count(usage, "/input_tokens")
@@ -253,7 +253,7 @@ impl StreamDecoder for EventDecoder {
             }
             "content_block_start" => {
                 let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                let block = &value["content_block"];
+                let block = value.get("content_block").unwrap_or(&Value::Null);
                 let kind = match block["type"].as_str() {
                     Some("text") => {
                         self.answer
@@ -290,7 +290,7 @@ impl StreamDecoder for EventDecoder {
                 }
             }
             "content_block_delta" => {
-                let delta = &value["delta"];
+                let delta = value.get("delta").unwrap_or(&Value::Null);
                 match (self.block(&value), delta["type"].as_str()) {
                     (Some(StreamBlock::Text), Some("text_delta")) => {
                         let text = delta["text"].as_str().unwrap_or("");
@@ -327,7 +327,10 @@ impl StreamDecoder for EventDecoder {
             }
             "error" => {
                 let error_type = value.pointer("/error/type").and_then(Value::as_str);
-                let message = format!("the model reported an error: {}", value["error"]);
+                let message = format!(
+                    "the model reported an error: {}",
+                    value.get("error").unwrap_or(&Value::Null)
+                );
                 return Err(match error_type {
                     Some(
                         "invalid_request_error"

@@ -4,6 +4,9 @@
 //!
 //! Providers share [`prompt`] (what is said) and [`transport`] (how it travels, retries);
 //! each owns only its JSON shapes and its stream decoder.
+// Everything here reads outside input (model APIs): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 mod anthropic;
 mod none;

@@ -55,7 +55,7 @@ pub fn system_text(tools: &[ToolSpec]) -> String {
         format!(
             "{SYSTEM_TEXT}\n\nMore tools exist but are not loaded; find their schemas with tool_search \
 (e.g. \"select:{}\") before calling them: {}.",
-            deferred[0],
+            deferred.first().copied().unwrap_or_default(),
             deferred.join(", ")
         )
     }
@@ -307,7 +307,10 @@ pub fn transcript(items: &[TrajectoryItem]) -> String {
 fn clip(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(max_chars) {
         None => text.into(),
-        Some((end, _)) => format!("{} […{} more bytes]", &text[..end], text.len() - end).into(),
+        Some((end, _)) => {
+            let (kept, cut) = text.split_at(end);
+            format!("{kept} […{} more bytes]", cut.len()).into()
+        }
     }
 }
 

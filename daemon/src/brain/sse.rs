@@ -21,8 +21,9 @@ impl SseParser {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
         while let Some((end, separator)) = find_event_end(&self.buffer) {
-            let raw: Vec<u8> = self.buffer.drain(..end + separator).collect();
-            let text = String::from_utf8_lossy(&raw[..end]);
+            let mut raw: Vec<u8> = self.buffer.drain(..end + separator).collect();
+            raw.truncate(end);
+            let text = String::from_utf8_lossy(&raw);
             let mut event = None;
             let mut data: Vec<&str> = Vec::new();
             for line in text.lines() {
@@ -47,9 +48,10 @@ impl SseParser {
 /// Where the first complete event ends: (index of its end, length of the blank-line separator).
 fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
     (0..buffer.len()).find_map(|i| {
-        if buffer[i..].starts_with(b"\r\n\r\n") {
+        let rest = buffer.get(i..)?;
+        if rest.starts_with(b"\r\n\r\n") {
             Some((i, 4))
-        } else if buffer[i..].starts_with(b"\n\n") {
+        } else if rest.starts_with(b"\n\n") {
             Some((i, 2))
         } else {
             None

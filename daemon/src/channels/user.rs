@@ -225,7 +225,12 @@ impl UserChannel {
             Request::Tools => {
                 for contract in self.tools.contracts() {
                     let mut tool = serde_json::to_value(&contract).unwrap_or_default();
-                    tool["disabled"] = self.tools.is_disabled(&contract.name).into();
+                    if let Some(fields) = tool.as_object_mut() {
+                        fields.insert(
+                            "disabled".into(),
+                            self.tools.is_disabled(&contract.name).into(),
+                        );
+                    }
                     s.write(&Response::Tool { tool }).await?;
                 }
                 s.write(&Response::End).await

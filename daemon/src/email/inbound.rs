@@ -209,8 +209,7 @@ impl Inbound {
             // oversized message.
             let mut take = 0;
             let mut bytes = 0;
-            while take < pending.len() {
-                let size = pending[take].1;
+            while let Some(&(_, size)) = pending.get(take) {
                 if size > max {
                     if take == 0 {
                         take = 1;
@@ -225,8 +224,11 @@ impl Inbound {
             }
             let (chunk, rest) = pending.split_at(take);
             pending = rest;
-            if chunk[0].1 > max {
-                let (uid, size) = chunk[0];
+            // `take` is at least 1 while anything is pending.
+            let Some(&(uid, size)) = chunk.first() else {
+                break;
+            };
+            if size > max {
                 let header = self.fetch(session, &[uid], "BODY.PEEK[HEADER]").await?;
                 let raw = header
                     .into_iter()

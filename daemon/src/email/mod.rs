@@ -10,6 +10,9 @@
 //!   owner's `CONFIRM` / `DENY` answers.
 //! - [`tools`]: `email_search`, `email_read`, `email_send`, `email_reply`.
 //! - [`reconcile`]: settles sends a crash left unknown by looking in Sent.
+// Everything here reads outside input (mail): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 pub mod account;
 pub mod auth;

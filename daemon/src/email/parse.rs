@@ -79,7 +79,7 @@ impl ParsedMail {
 /// The hash-based id of a message without a Message-ID.
 pub fn content_id(raw: &[u8]) -> String {
     let digest = Sha256::digest(raw);
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
     format!("sha256-{hex}")
 }
 

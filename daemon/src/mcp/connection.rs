@@ -129,7 +129,7 @@ impl Connection {
         if let Transport::Http { .. } = &self.transport {
             self.listen_for_notifications();
         }
-        let info = &result["serverInfo"];
+        let info = result.get("serverInfo").unwrap_or(&Value::Null);
         Ok(format!(
             "{} {}",
             info["name"].as_str().unwrap_or("?"),
@@ -151,8 +151,13 @@ impl Connection {
             let page = self
                 .request("tools/list", params, Duration::from_secs(30))
                 .await?;
-            tools.extend(page["tools"].as_array().cloned().unwrap_or_default());
-            match page["nextCursor"].as_str() {
+            tools.extend(
+                page.get("tools")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            match page.get("nextCursor").and_then(Value::as_str) {
                 Some(next) if !next.is_empty() && tools.len() < 10_000 => {
                     cursor = Some(next.to_owned());
                 }
@@ -289,10 +294,12 @@ impl Connection {
                 let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
                     continue;
                 };
-                if value["id"].as_u64() == Some(id) {
+                if value.get("id").and_then(Value::as_u64) == Some(id) {
                     return Ok(answer_of(&value));
                 }
-                if value["method"] == "notifications/tools/list_changed" {
+                if value.get("method").and_then(Value::as_str)
+                    == Some("notifications/tools/list_changed")
+                {
                     let _ = incoming.try_send(Incoming::ToolsChanged);
                 }
             }

@@ -11,6 +11,9 @@
 //!   tool is unknown rather than hanging), and the server is restarted with exponential
 //!   backoff (1 s doubling to 60 s). `steward status` shows each server as a channel
 //!   `mcp:NAME`: `starting`, `ready (N tools)` or `backoff: <error>`.
+// Everything here reads outside input (MCP servers): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 mod connection;
 mod tools;

@@ -110,7 +110,9 @@ pub fn local_names<'a>(server: &str, remotes: &[&'a str]) -> Vec<LocalName<'a>> 
     let mut plains: Vec<&String> = by_plain.keys().collect();
     plains.sort();
     for plain in plains {
-        let mut group = by_plain[plain].clone();
+        let Some(mut group) = by_plain.get(plain).cloned() else {
+            continue;
+        };
         group.sort_unstable();
         for remote in group {
             if names.contains_key(remote) {
@@ -164,8 +166,8 @@ pub fn contract(server: &McpServerConfig, tool: &Value, name: String) -> Option<
         Value::Object(schema) => Value::Object(schema.clone()),
         _ => json!({"type": "object"}),
     };
-    if parameters.get("type").is_none() {
-        parameters["type"] = json!("object");
+    if let Some(schema) = parameters.as_object_mut() {
+        schema.entry("type").or_insert_with(|| json!("object"));
     }
     Some(ToolContract {
         name,
@@ -217,25 +219,29 @@ impl ToolHandler for McpTool {
                 Ok(result) => result,
                 Err(e) => return ToolOutcome::error(format!("MCP server {}: {e}", self.server)),
             };
-            let text: Vec<&str> = result["content"]
-                .as_array()
+            let text: Vec<&str> = result
+                .get("content")
+                .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter_map(|block| block["text"].as_str())
                 .collect();
             let text = text.join("\n");
-            if result["isError"] == true {
+            if result.get("isError").and_then(Value::as_bool) == Some(true) {
                 return ToolOutcome::error(if text.is_empty() {
                     format!("the MCP tool {} failed", self.remote)
                 } else {
                     text
                 });
             }
-            let mut content = json!({"content": text, "untrusted": true});
-            if let Some(structured) = result.get("structuredContent") {
-                content["structured"] = structured.clone();
+            let structured = result.get("structuredContent").cloned();
+            let mut content = serde_json::Map::new();
+            content.insert("content".into(), text.into());
+            content.insert("untrusted".into(), true.into());
+            if let Some(structured) = structured {
+                content.insert("structured".into(), structured);
             }
-            ToolOutcome::ok(content)
+            ToolOutcome::ok(Value::Object(content))
         })
     }
 }

@@ -13,6 +13,9 @@
 //!   refuses both too); croner's own `W` does not cross a month's edge, so it is never used.
 //! - Daylight saving is as for every schedule (see `schedule`): the first valid time after a
 //!   gap, the first instance of a repeated time.
+// Everything here reads outside input (cron expressions): no slicing that can panic; where an
+// index is proven in range, a comment says why.
+#![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 use chrono::{DateTime, Datelike, Days, NaiveDate, TimeZone, Utc, Weekday};
 use chrono_tz::Tz;

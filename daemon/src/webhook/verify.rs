@@ -102,7 +102,7 @@ pub fn verify(
             check_age(timestamp, now, tolerance_secs)?;
             Ok(serde_json::from_slice::<serde_json::Value>(body)
                 .ok()
-                .and_then(|v| v["id"].as_str().map(str::to_owned)))
+                .and_then(|v| v.get("id")?.as_str().map(str::to_owned)))
         }
         Auth::Standard => {
             let id = header("webhook-id").ok_or(Refusal::Missing("webhook-id"))?;
@@ -155,10 +155,16 @@ fn check_age(timestamp: i64, now: i64, tolerance_secs: i64) -> Result<(), Refusa
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     const BLOCK: usize = 64;
     let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
+    let digest;
+    let key = if key.len() > BLOCK {
+        digest = Sha256::digest(key);
+        digest.as_slice()
     } else {
-        block[..key.len()].copy_from_slice(key);
+        key
+    };
+    // `key` is at most BLOCK bytes here: zip stops at the shorter side.
+    for (slot, byte) in block.iter_mut().zip(key) {
+        *slot = *byte;
     }
     let pad = |byte: u8| block.map(|b| b ^ byte);
     let inner = Sha256::new()
@@ -192,6 +198,8 @@ pub fn base64_encode(bytes: &[u8]) -> String {
             .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
+                // Masked to six bits: always inside the 64-entry alphabet.
+                #[allow(clippy::indexing_slicing)]
                 out.push(BASE64[(n >> (18 - 6 * i) & 63) as usize] as char);
             } else {
                 out.push('=');
