@@ -10,6 +10,7 @@ mod disk;
 mod email;
 mod files;
 mod http;
+mod interop;
 mod lifecycle;
 mod mail;
 mod mcp;

@@ -35,6 +35,53 @@ pub struct Outgoing {
     pub references: Vec<String>,
 }
 
+/// The mail a reply answers: what threading needs of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Parent<'a> {
+    pub subject: &'a str,
+    /// `None` when the parent had no Message-ID (a reply then carries no In-Reply-To).
+    pub message_id: Option<&'a str>,
+    /// The References a reply carries: the parent's chain and the parent itself.
+    pub references: &'a [String],
+}
+
+impl<'a> Parent<'a> {
+    /// A parsed mail as a parent.
+    pub fn of_mail(mail: &'a super::parse::ParsedMail, references: &'a [String]) -> Self {
+        Self {
+            subject: &mail.subject,
+            message_id: mail.has_message_id.then_some(mail.message_id.as_str()),
+            references,
+        }
+    }
+
+    /// An email event's payload as a parent (its Message-ID is a `sha256-` hash when the
+    /// mail had none).
+    pub fn of_event(email: &'a steward_events::EmailMessage) -> Self {
+        Self {
+            subject: &email.subject,
+            message_id: (!email.message_id.starts_with("sha256-"))
+                .then_some(email.message_id.as_str()),
+            references: &email.reply_references,
+        }
+    }
+}
+
+impl Outgoing {
+    /// A reply to `parent`, in its thread: one `Re:`, In-Reply-To, the whole References.
+    pub fn reply(parent: Parent<'_>, message_id: String, to: String, body: String) -> Self {
+        Self {
+            message_id,
+            to: vec![to],
+            cc: Vec::new(),
+            subject: reply_subject(parent.subject),
+            body,
+            in_reply_to: parent.message_id.map(str::to_owned),
+            references: parent.references.to_vec(),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Mailer {
     account: Account,
@@ -68,13 +115,15 @@ pub fn reply_subject(subject: &str) -> String {
     }
 }
 
-/// Whether `id` can stand in `In-Reply-To` / `References` as `<id>`: printable ASCII
-/// without spaces or angle brackets. Anything else would break the list it is in.
-fn is_header_id(id: &str) -> bool {
+/// Whether `id` can stand in `In-Reply-To` / `References` as `<id>`: RFC 5322's
+/// `dot-atom-text` characters, `@` and a domain literal's brackets. Anything else (spaces,
+/// angle brackets, parentheses that read as comments, non-ASCII) would break the list it
+/// is in, so such an id is left out rather than sent mangled.
+pub fn is_header_id(id: &str) -> bool {
     !id.is_empty()
         && id
             .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'<' && b != b'>')
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~.@[]".contains(&b))
 }
 
 /// The `References` value of a reply: the whole chain, oldest first, each id once

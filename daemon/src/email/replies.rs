@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::outbound::{Mailer, Outgoing, reply_subject};
+use super::outbound::{Mailer, Outgoing, Parent};
 use super::parse::{ParsedMail, first_line};
 use crate::confirmations::{Answer, Confirmations};
 use crate::replies::{Announcement, ReplyHub};
@@ -59,18 +59,16 @@ impl MailCommands {
         let reason: Vec<&str> = words.collect();
         let outcome = self.resolve(&verb, token, reason.join(" ")).await;
         info!(from = %mail.from, %verb, %outcome, "answer by email to a request for confirmation");
-        let reply = Outgoing {
-            message_id: self.mailer.message_id_for(&format!(
+        let references = mail.reply_references();
+        let reply = Outgoing::reply(
+            Parent::of_mail(mail, &references),
+            self.mailer.message_id_for(&format!(
                 "answer.{}",
                 super::parse::content_id(mail.message_id.as_bytes())
             )),
-            to: vec![mail.from.clone()],
-            subject: reply_subject(&mail.subject),
-            body: format!("{outcome}\n"),
-            in_reply_to: mail.has_message_id.then(|| mail.message_id.clone()),
-            references: mail.reply_references(),
-            ..Default::default()
-        };
+            mail.from.clone(),
+            format!("{outcome}\n"),
+        );
         if let Err(e) = self.mailer.send(&reply).await {
             warn!(error = %format!("{e:#}"), "could not mail the outcome of a confirmation answer");
         }
@@ -134,6 +132,19 @@ struct Queued {
     body: String,
     in_reply_to: Option<String>,
     references: Vec<String>,
+}
+
+impl From<Outgoing> for Queued {
+    fn from(mail: Outgoing) -> Self {
+        Self {
+            message_id: mail.message_id,
+            to: mail.to,
+            subject: mail.subject,
+            body: mail.body,
+            in_reply_to: mail.in_reply_to,
+            references: mail.references,
+        }
+    }
 }
 
 impl From<Queued> for Outgoing {
@@ -225,15 +236,12 @@ impl Replier {
         let Some((id, text, email)) = newest else {
             return;
         };
-        let queued = Queued {
-            message_id: self.mailer.message_id_for(&format!("answer.{id}")),
-            to: vec![email.from.clone()],
-            subject: reply_subject(&email.subject),
-            body: format!("{text}\n"),
-            in_reply_to: (!email.message_id.starts_with("sha256-"))
-                .then(|| email.message_id.clone()),
-            references: email.reply_references.clone(),
-        };
+        let queued = Queued::from(Outgoing::reply(
+            Parent::of_event(&email),
+            self.mailer.message_id_for(&format!("answer.{id}")),
+            email.from.clone(),
+            format!("{text}\n"),
+        ));
         let key = format!("outbox:{}", queued.message_id);
         match serde_json::to_vec(&queued) {
             Ok(bytes) => {
@@ -314,18 +322,13 @@ impl Replier {
                 warn!(pending_id = %action.id, "no owner address to mail the request for confirmation to (email.owners)");
                 continue;
             };
-            let request = Outgoing {
-                message_id: self
-                    .mailer
+            let request = confirmation_request(
+                &action,
+                Parent::of_event(email),
+                self.mailer
                     .message_id_for(&format!("confirm.{}", action.id)),
-                to: vec![owner],
-                subject: reply_subject(&email.subject),
-                body: request_text(&action),
-                in_reply_to: (!email.message_id.starts_with("sha256-"))
-                    .then(|| email.message_id.clone()),
-                references: email.reply_references.clone(),
-                ..Default::default()
-            };
+                owner,
+            );
             if let Err(e) = self.mailer.send(&request).await {
                 warn!(pending_id = %action.id, error = %format!("{e:#}"), "could not mail the request for confirmation");
             }
@@ -348,6 +351,17 @@ impl Replier {
             }
         }
     }
+}
+
+/// The mail that asks the owner to confirm `action`, in the thread of the mail it came
+/// from.
+pub fn confirmation_request(
+    action: &PendingAction,
+    parent: Parent<'_>,
+    message_id: String,
+    owner: String,
+) -> Outgoing {
+    Outgoing::reply(parent, message_id, owner, request_text(action))
 }
 
 fn request_text(action: &PendingAction) -> String {

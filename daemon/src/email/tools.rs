@@ -13,7 +13,7 @@ use steward_tools::{
 };
 
 use super::account::bounded;
-use super::outbound::{Outgoing, reply_subject};
+use super::outbound::{Outgoing, Parent};
 use super::parse;
 use super::{EmailHandle, EmailParts};
 
@@ -332,14 +332,15 @@ impl EmailTool {
         } else {
             Vec::new()
         };
+        let references = original.reply_references();
         let mail = Outgoing {
-            message_id: Self::message_id(parts, ctx),
-            to: vec![original.from.clone()],
             cc,
-            subject: reply_subject(&original.subject),
-            body: args["body"].as_str().unwrap_or_default().to_owned(),
-            in_reply_to: Some(original.message_id.clone()),
-            references: original.reply_references(),
+            ..Outgoing::reply(
+                Parent::of_mail(&original, &references),
+                Self::message_id(parts, ctx),
+                original.from.clone(),
+                args["body"].as_str().unwrap_or_default().to_owned(),
+            )
         };
         parts.mailer.send(&mail).await?;
         Ok(

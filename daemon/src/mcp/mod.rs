@@ -18,6 +18,8 @@
 mod connection;
 mod tools;
 
+pub use tools::{LocalName, local_names};
+
 use std::sync::Arc;
 use std::time::Duration;
 

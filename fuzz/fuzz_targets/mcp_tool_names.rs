@@ -1,0 +1,28 @@
+//! An MCP server's tool list mapped to Steward names, whatever the names: no panic, every
+//! distinct remote name kept, no two Steward names alike, each at most 64 characters, and
+//! the same name for a tool whatever the order listed.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use steward_daemon::mcp::local_names;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.split('\n');
+    let server = lines.next().unwrap_or("");
+    let remotes: Vec<&str> = lines.filter(|l| !l.is_empty()).take(2000).collect();
+    let names = local_names(server, &remotes);
+    let distinct: std::collections::HashSet<&str> = remotes.iter().copied().collect();
+    assert_eq!(names.len(), distinct.len(), "every distinct tool kept");
+    let locals: std::collections::HashSet<&str> = names.iter().map(|n| n.local.as_str()).collect();
+    assert_eq!(locals.len(), names.len(), "no two alike");
+    for name in &names {
+        assert!(name.local.chars().count() <= 64, "{}", name.local);
+        assert!(name.local.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+    }
+    let mut reversed = remotes.clone();
+    reversed.reverse();
+    for again in local_names(server, &reversed) {
+        let first = names.iter().find(|n| n.remote == again.remote).expect("same tools");
+        assert_eq!(first.local, again.local, "order does not matter");
+    }
+});
