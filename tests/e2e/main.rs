@@ -13,6 +13,7 @@ mod http;
 mod interop;
 mod lifecycle;
 mod mail;
+mod mail_corpus;
 mod mcp;
 mod model;
 mod scripted_model;

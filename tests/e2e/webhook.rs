@@ -66,6 +66,32 @@ async fn webhook_events(daemon: &TestDaemon) -> Vec<steward_daemon::protocol::Ev
         .collect()
 }
 
+/// GitHub's default content type for a new hook is `form`: `payload=<url-encoded JSON>`.
+/// The signature is over those raw bytes; the templates and the text read the JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_github_form_delivery_reads_as_the_json_it_carries() {
+    let daemon = start("");
+    let base = base(&daemon);
+    let client = reqwest::Client::new();
+    let json = r#"{"ref":"refs/heads/main","repository":{"full_name":"me/steward"},"head_commit":{"message":"Grüße & more"}}"#;
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", json)
+        .finish();
+    assert!(body.starts_with("payload=%7B"), "{body}");
+    let response = github_post(&client, &base, "form-1", &body, GITHUB_SECRET)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let events = webhook_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let text = &events[0].text;
+    assert!(text.starts_with("push on me/steward"), "{text}");
+    assert!(text.contains("Grüße & more"), "{text}");
+    assert!(!text.contains("%7B"), "no percent-encoding left: {text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_deliveries_are_stored_once_and_refusals_store_nothing() {
     let daemon = start("");

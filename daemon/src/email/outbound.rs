@@ -96,23 +96,22 @@ impl std::fmt::Debug for Mailer {
     }
 }
 
-/// "Re: " once, however many replies deep. Any subject is fine: the prefix test looks at
-/// characters, not bytes (`Grüße`, `Привет` and `🎉` start with multi-byte characters),
-/// and control characters (a folded or hostile subject) become spaces.
+/// "Re: " once, however many replies deep: prefixes already there (`Re: Re: RE:`) become
+/// one. Any subject is fine: the prefix test looks at characters, not bytes (`Grüße`,
+/// `Привет` and `🎉` start with multi-byte characters), and control characters (a folded
+/// or hostile subject) become spaces.
 pub fn reply_subject(subject: &str) -> String {
     let cleaned: String = subject
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    let trimmed = cleaned.trim();
-    let already = trimmed
-        .get(..3)
-        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("re:"));
-    if already {
-        trimmed.to_owned()
-    } else {
-        format!("Re: {trimmed}")
+    let mut rest = cleaned.trim();
+    while let Some(prefix) = rest.get(..3)
+        && prefix.eq_ignore_ascii_case("re:")
+    {
+        rest = rest.get(3..).unwrap_or("").trim_start();
     }
+    format!("Re: {rest}")
 }
 
 /// Whether `id` can stand in `In-Reply-To` / `References` as `<id>`: RFC 5322's
@@ -286,7 +285,8 @@ mod tests {
     fn reply_subjects_get_one_re() {
         assert_eq!(reply_subject("Lunch"), "Re: Lunch");
         assert_eq!(reply_subject("Re: Lunch"), "Re: Lunch");
-        assert_eq!(reply_subject("RE: Lunch"), "RE: Lunch");
+        assert_eq!(reply_subject("RE: Lunch"), "Re: Lunch");
+        assert_eq!(reply_subject("Re: Re: RE:Lunch"), "Re: Lunch");
         assert_eq!(reply_subject(""), "Re: ");
         assert_eq!(reply_subject("Grüße aus Köln"), "Re: Grüße aus Köln");
         assert_eq!(reply_subject("Привет"), "Re: Привет");
