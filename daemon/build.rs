@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 /// The packages the tests name, as `interop_<name>` cfgs (`-` becomes `_`).
-const PACKAGES: [&str; 7] = [
+const PACKAGES: [&str; 9] = [
     "dkimpy",
     "dnspython",
     "standardwebhooks",
@@ -14,6 +14,8 @@ const PACKAGES: [&str; 7] = [
     "croniter",
     "mcp",
     "mcp_server_time",
+    "mcp_server_git",
+    "litellm",
 ];
 
 fn main() {

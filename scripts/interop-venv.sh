@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the third-party software the interoperability tests talk to (DKIM signing, a DNS
-# server, the official webhook signers, croniter, the MCP SDK and a reference MCP server)
+# server, the official webhook signers, croniter, the MCP SDK, two reference MCP servers and
+# the LiteLLM proxy)
 # into a virtual environment under the build directory, one package at a time. Each package
 # that installs is recorded in installed/NAME; one that cannot is recorded in failed/NAME
 # with pip's last words, and its tests are built as ignored (nextest counts them skipped,
@@ -10,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=${STEWARD_INTEROP_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/interop-venv}
-packages=(dkimpy dnspython standardwebhooks stripe croniter mcp mcp-server-time)
+packages=(dkimpy dnspython standardwebhooks stripe croniter mcp mcp-server-time mcp-server-git "litellm[proxy]")
 mkdir -p "$venv/installed" "$venv/failed"
 if [ ! -x "$venv/bin/python" ]; then
     if ! python3 -m venv "$venv" 2>"$venv/failed/venv"; then
@@ -20,12 +21,13 @@ if [ ! -x "$venv/bin/python" ]; then
     rm -f "$venv/failed/venv"
 fi
 for package in "${packages[@]}"; do
-    marker=${package//-/_}
+    marker=${package%%[*}
+    marker=${marker//-/_}
     if [ -e "$venv/installed/$marker" ]; then
         continue
     fi
     if "$venv/bin/pip" install --quiet --disable-pip-version-check "$package" >"$venv/failed/$marker" 2>&1; then
-        "$venv/bin/pip" show "$package" 2>/dev/null | grep -i '^version' >"$venv/installed/$marker"
+        "$venv/bin/pip" show "${package%%[*}" 2>/dev/null | grep -i '^version' >"$venv/installed/$marker"
         rm -f "$venv/failed/$marker"
         echo "interop: $package $(cut -d' ' -f2 <"$venv/installed/$marker")"
     else

@@ -471,3 +471,135 @@ async fn the_reference_time_server_answers_through_the_pipeline() {
     );
     assert!(converted.to_string().contains("21:00"), "{converted}");
 }
+
+#[cfg_attr(
+    not(interop_mcp_server_git),
+    ignore = "needs PyPI mcp-server-git in the interop venv (scripts/interop-venv.sh)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_git_server_reads_a_repository() {
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args([
+                "-c",
+                "user.name=Owner",
+                "-c",
+                "user.email=owner@example.test",
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.path().join("notes.md"), "first\n").unwrap();
+    git(&["add", "notes.md"]);
+    git(&["commit", "-q", "-m", "Grüße: the first note"]);
+    std::fs::write(repo.path().join("draft.md"), "untracked\n").unwrap();
+    let path = repo.path().display().to_string();
+    let daemon = TestDaemon::start_with(&format!(
+        "[[mcp.servers]]\nname = \"git\"\ncommand = {:?}\nargs = [\"-m\", \"mcp_server_git\", \"--repository\", {path:?}]\nread_only_tools = [\"git_status\", \"git_log\"]\n",
+        python().display().to_string()
+    ));
+    let names = wait_for_tools(&daemon, "git_git_", 2).await;
+    assert!(names.contains(&"git_git_status".to_owned()), "{names:?}");
+    let args = serde_json::json!({ "repo_path": path }).to_string();
+    let status = tool_call(&daemon, "git_git_status", &args);
+    assert_eq!(status["outcome"], "ok", "{status}");
+    assert!(status.to_string().contains("draft.md"), "{status}");
+    let log = tool_call(&daemon, "git_git_log", &args);
+    assert!(log.to_string().contains("Grüße: the first note"), "{log}");
+}
+
+/// The LiteLLM proxy with mock models in front of both of Steward's providers. Its
+/// Anthropic route answers a streaming request with one complete JSON message (what made
+/// Steward defer the step for ever); its OpenAI route streams.
+struct LiteLlm {
+    child: Child,
+    port: u16,
+}
+
+const LITELLM_KEY: &str = "sk-steward-interop-0123456789abcdef0123456789abcdef";
+
+impl LiteLlm {
+    async fn start(dir: &Path) -> Self {
+        let config = dir.join("litellm.yaml");
+        std::fs::write(
+            &config,
+            "model_list:\n  - model_name: claude-mock\n    litellm_params:\n      model: anthropic/claude-3-5-sonnet-20241022\n      api_key: sk-fake\n      mock_response: \"Hello from the Anthropic mock.\"\n  - model_name: gpt-mock\n    litellm_params:\n      model: openai/gpt-4o\n      api_key: sk-fake\n      mock_response: \"Hello from the OpenAI mock.\"\n",
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let litellm = python().with_file_name("litellm");
+        let child = Command::new(litellm)
+            .arg("--config")
+            .arg(&config)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("LITELLM_MASTER_KEY", LITELLM_KEY)
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("litellm.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let proxy = Self { child, port };
+        let client = reqwest::Client::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let up = client
+                .get(format!("http://127.0.0.1:{port}/health/liveliness"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if up {
+                return proxy;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the LiteLLM proxy did not start: {}",
+                std::fs::read_to_string(dir.join("litellm.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+}
+
+impl Drop for LiteLlm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg_attr(
+    not(interop_litellm),
+    ignore = "needs PyPI litellm[proxy] in the interop venv (scripts/interop-venv.sh)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_providers_answer_through_the_litellm_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = LiteLlm::start(dir.path()).await;
+    for (provider, model, expected) in [
+        ("anthropic", "claude-mock", "Hello from the Anthropic mock."),
+        ("openai", "gpt-mock", "Hello from the OpenAI mock."),
+    ] {
+        let daemon = TestDaemon::start_with_env(
+            &format!(
+                "[model]\nprovider = \"{provider}\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"{model}\"\napi_key_env = \"STEWARD_TEST_LITELLM_KEY\"\ntimeout_secs = 30\n",
+                proxy.port
+            ),
+            &[("STEWARD_TEST_LITELLM_KEY", LITELLM_KEY)],
+        );
+        let output = daemon.cli(&["send", "--wait", "--timeout", "60", "hello?"]);
+        assert!(output.status.success(), "{provider}: {output:?}");
+        assert_eq!(stdout(&output).trim(), expected, "{provider}");
+    }
+}

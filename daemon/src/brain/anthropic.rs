@@ -361,7 +361,12 @@ impl StreamDecoder for EventDecoder {
     /// A whole `message` object: `content` blocks (`text`, `tool_use` with its `input`) and
     /// `usage`.
     fn complete(message: &Value) -> Result<Answer, Failure> {
-        if message.get("type").and_then(Value::as_str) != Some("message") {
+        let is_message = message.get("content").is_some_and(Value::is_array)
+            && message
+                .get("type")
+                .and_then(Value::as_str)
+                .is_none_or(|kind| kind == "message");
+        if !is_message {
             return Err(Failure::retry(format!(
                 "a JSON answer that is not a message: {}",
                 message.to_string().chars().take(300).collect::<String>()
