@@ -202,7 +202,7 @@ fn config_check_applies_the_daemons_own_start_up_checks() {
     };
     let good = file(
         "good.toml",
-        "[[cron]]\nname = \"brief\"\nschedule = \"0 7 * * *\"\ntz = \"Europe/Berlin\"\ntext = \"hi\"\n",
+        "[[cron]]\nname = \"brief\"\nschedule = \"0 7 * * *\"\ntz = \"Europe/Berlin\"\ntext = \"hi\"\n\n[[cron]]\nname = \"daily\"\nschedule = \"@daily\"\ntext = \"hi\"\n\n[[cron]]\nname = \"first-weekday\"\nschedule = \"0 9 1W * *\"\ntext = \"hi\"\n",
     );
     let output = steward(&["config", "check", &good]);
     assert!(output.status.success(), "{output:?}");
@@ -224,6 +224,16 @@ fn config_check_applies_the_daemons_own_start_up_checks() {
             "deny.toml",
             "[tools]\ndeny = [\"tool_search\"]\n",
             "tools.deny",
+        ),
+        (
+            "hour.toml",
+            "[[cron]]\nname = \"x\"\nschedule = \"0 25 * * *\"\ntext = \"hi\"\n",
+            "cron[0].schedule`: invalid cron expression \"0 25 * * *\": the hour field has 25; allowed 0–23",
+        ),
+        (
+            "weekday.toml",
+            "[[cron]]\nname = \"x\"\nschedule = \"0 0 15W * MON\"\ntext = \"hi\"\n",
+            "cannot be combined with a day of week",
         ),
         (
             "secret.toml",
