@@ -43,6 +43,23 @@ fn run_python(dir: &Path, script: &str, args: &[&str], stdin: &[u8]) -> Vec<u8> 
     output.stdout
 }
 
+/// Waits for `n` events on channels starting with `prefix`; every event then.
+async fn events_on(
+    daemon: &TestDaemon,
+    prefix: &str,
+    n: usize,
+) -> Vec<steward_daemon::protocol::EventRow> {
+    daemon
+        .wait_for_events(&format!("{n} events on {prefix}*"), |events| {
+            events
+                .iter()
+                .filter(|e| e.channel.starts_with(prefix))
+                .count()
+                >= n
+        })
+        .await
+}
+
 /// A DNS server (dnspython) on 127.0.0.1 answering TXT queries for one name; killed on drop.
 struct DnsServer {
     child: Child,
@@ -168,15 +185,7 @@ async fn mail_signed_by_dkimpy_is_authenticated_through_a_dns_server_on_loopback
         assert!(raw.starts_with("DKIM-Signature:"), "{raw}");
         mail::deliver(&owner, &assistant, raw.as_bytes()).await;
     }
-    let events = daemon
-        .wait_for_events("three email events", |events| {
-            events
-                .iter()
-                .filter(|e| e.channel.starts_with("email:"))
-                .count()
-                >= 3
-        })
-        .await;
+    let events = events_on(&daemon, "email:", 3).await;
     let event_with = |needle: &str, not: &str| {
         events
             .iter()
@@ -278,15 +287,7 @@ async fn the_official_standard_webhooks_and_stripe_signers_are_accepted() {
         .unwrap();
     assert_eq!(response.status(), 202);
 
-    let events = daemon
-        .wait_for_events("two webhook events", |events| {
-            events
-                .iter()
-                .filter(|e| e.channel.starts_with("webhook:"))
-                .count()
-                >= 2
-        })
-        .await;
+    let events = events_on(&daemon, "webhook:", 2).await;
     let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
     assert!(
         texts.iter().any(|t| t.starts_with("std invoice.paid")),

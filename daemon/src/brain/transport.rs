@@ -204,12 +204,7 @@ impl Endpoint {
         let mut parser = SseParser::default();
         let mut decoder = D::default();
         loop {
-            let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
-                Err(_) => return Err(Failure::retry(format!("the stream stalled for {secs}s"))),
-                Ok(Err(e)) => return Err(Failure::retry(format!("the stream broke: {e}"))),
-                Ok(Ok(next)) => next,
-            };
-            let Some(bytes) = next else {
+            let Some(bytes) = self.next_chunk(&mut response, "stream").await? else {
                 return decoder.finish();
             };
             for event in parser.push(&bytes) {
@@ -219,23 +214,29 @@ impl Endpoint {
             }
         }
     }
-}
 
-impl Endpoint {
+    /// The next piece of a response body, `None` at its end; a stall or a break is worth
+    /// another attempt.
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+        what: &str,
+    ) -> Result<Option<bytes::Bytes>, Failure> {
+        let secs = self.timeout.as_secs();
+        match tokio::time::timeout(self.timeout, response.chunk()).await {
+            Err(_) => Err(Failure::retry(format!("the {what} stalled for {secs}s"))),
+            Ok(Err(e)) => Err(Failure::retry(format!("the {what} broke: {e}"))),
+            Ok(Ok(next)) => Ok(next),
+        }
+    }
+
     /// A complete JSON message instead of a stream.
     async fn read_complete<D: StreamDecoder>(
         &self,
         mut response: reqwest::Response,
     ) -> Result<Answer, Failure> {
-        let secs = self.timeout.as_secs();
         let mut body = Vec::new();
-        loop {
-            let next = match tokio::time::timeout(self.timeout, response.chunk()).await {
-                Err(_) => return Err(Failure::retry(format!("the answer stalled for {secs}s"))),
-                Ok(Err(e)) => return Err(Failure::retry(format!("the answer broke: {e}"))),
-                Ok(Ok(next)) => next,
-            };
-            let Some(bytes) = next else { break };
+        while let Some(bytes) = self.next_chunk(&mut response, "answer").await? {
             if body.len() + bytes.len() > MAX_COMPLETE_BYTES {
                 return Err(Failure::Final(BrainError::Rejected(format!(
                     "the answer is over {MAX_COMPLETE_BYTES} bytes"
