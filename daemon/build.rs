@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 /// The packages the tests name, as `interop_<name>` cfgs (`-` becomes `_`).
-const PACKAGES: [&str; 9] = [
+const PACKAGES: [&str; 10] = [
     "dkimpy",
     "dnspython",
     "standardwebhooks",
@@ -16,6 +16,7 @@ const PACKAGES: [&str; 9] = [
     "mcp_server_time",
     "mcp_server_git",
     "litellm",
+    "octokit_webhooks_methods",
 ];
 
 fn main() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the third-party software the interoperability tests talk to (DKIM signing, a DNS
 # server, the official webhook signers, croniter, the MCP SDK, two reference MCP servers and
-# the LiteLLM proxy)
+# the LiteLLM proxy), and GitHub's signer from npm (@octokit/webhooks-methods)
 # into a virtual environment under the build directory, one package at a time. Each package
 # that installs is recorded in installed/NAME; one that cannot is recorded in failed/NAME
 # with pip's last words, and its tests are built as ignored (nextest counts them skipped,
@@ -34,3 +34,18 @@ for package in "${packages[@]}"; do
         echo "interop: $package cannot be installed; its tests are skipped (see $venv/failed/$marker)" >&2
     fi
 done
+# GitHub's own webhook signer, from the npm registry (needs node and npm).
+marker=octokit_webhooks_methods
+if [ ! -e "$venv/installed/$marker" ]; then
+    if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 \
+        && npm install --prefix "$venv/npm" --no-audit --no-fund @octokit/webhooks-methods \
+            >"$venv/failed/$marker" 2>&1; then
+        node -p "require('$venv/npm/node_modules/@octokit/webhooks-methods/package.json').version" \
+            >"$venv/installed/$marker"
+        rm -f "$venv/failed/$marker"
+        echo "interop: @octokit/webhooks-methods $(cat "$venv/installed/$marker")"
+    else
+        echo "npm or node missing, or the install failed" >>"$venv/failed/$marker"
+        echo "interop: @octokit/webhooks-methods cannot be installed; its tests are skipped (see $venv/failed/$marker)" >&2
+    fi
+fi

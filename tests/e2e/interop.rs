@@ -1,10 +1,12 @@
 //! Steward against software it did not write: a real DKIM signer (`dkimpy`) with its key
 //! served by a DNS server on loopback (`dnspython`), the official webhook signers
-//! (`standardwebhooks`, `stripe`), `croniter`'s reading of cron expressions, and MCP servers
-//! built on the official SDK (`mcp`) and a reference server (`mcp-server-time`).
+//! (`standardwebhooks`, `stripe`, GitHub's `@octokit/webhooks-methods`), `croniter`'s reading
+//! of cron expressions, MCP servers built on the official SDK (`mcp`) and the reference
+//! servers (`mcp-server-time`, `mcp-server-git`), and the LiteLLM proxy in front of both
+//! model providers.
 //!
-//! The packages come from PyPI into the venv of `scripts/interop-venv.sh` (`.ci/run` runs
-//! it). A test whose package did not install is built `#[ignore]`d with the reason (see
+//! The packages come from PyPI (and npm) into the venv of `scripts/interop-venv.sh`
+//! (`.ci/run` runs it). A test whose package did not install is built `#[ignore]`d with the reason (see
 //! `daemon/build.rs`), so it counts as skipped — never as passed.
 
 use std::io::{BufRead, BufReader, Write};
@@ -603,4 +605,109 @@ async fn both_providers_answer_through_the_litellm_proxy() {
         assert!(output.status.success(), "{provider}: {output:?}");
         assert_eq!(stdout(&output).trim(), expected, "{provider}");
     }
+}
+
+/// GitHub's signer (`@octokit/webhooks-methods`, what GitHub's own libraries use) run by
+/// node over `body`.
+fn octokit_sign(secret: &str, body: &str) -> String {
+    let npm = PathBuf::from(env!("STEWARD_INTEROP_VENV")).join("npm");
+    let mut child = Command::new("node")
+        .current_dir(&npm)
+        .args([
+            "--input-type=module",
+            "-e",
+            "import { sign } from '@octokit/webhooks-methods'; const chunks = []; for await (const c of process.stdin) chunks.push(c); process.stdout.write(await sign(process.argv[1], Buffer.concat(chunks).toString()));",
+            secret,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[cfg_attr(
+    not(interop_octokit_webhooks_methods),
+    ignore = "needs npm @octokit/webhooks-methods in the interop venv (scripts/interop-venv.sh)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_signer_is_accepted_for_json_and_form_deliveries() {
+    let secret = "It's a Secret to Everybody";
+    let daemon = TestDaemon::start_with_env(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[[webhook.routes]]\nname = \"gh\"\nauth = \"github\"\nsecret_env = \"T_GH\"\ntext = \"{header.x-github-event} on {body.repository.full_name}: {body.action}\"\n",
+        &[("T_GH", secret)],
+    );
+    let client = reqwest::Client::new();
+    let base = base(&daemon);
+    let json =
+        r#"{"action":"opened","repository":{"full_name":"me/steward"},"issue":{"title":"Grüße"}}"#;
+    let form: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &json.replace("opened", "closed"))
+        .finish();
+    let post = |delivery: &str, content_type: &str, body: String, signature: String| {
+        client
+            .post(format!("{base}/hooks/gh"))
+            .header("X-Hub-Signature-256", signature)
+            .header("X-GitHub-Delivery", delivery)
+            .header("X-GitHub-Event", "issues")
+            .header("Content-Type", content_type)
+            .body(body)
+            .send()
+    };
+    let response = post(
+        "d-json",
+        "application/json",
+        json.into(),
+        octokit_sign(secret, json),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 202);
+    let response = post(
+        "d-form",
+        "application/x-www-form-urlencoded",
+        form.clone(),
+        octokit_sign(secret, &form),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 202);
+    let forged = post(
+        "d-forged",
+        "application/json",
+        json.replace("me/steward", "evil/steward"),
+        octokit_sign(secret, json),
+    )
+    .await
+    .unwrap();
+    assert_eq!(forged.status(), 401);
+
+    let events = events_on(&daemon, "webhook:", 2).await;
+    let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("issues on me/steward: opened")),
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("issues on me/steward: closed")),
+        "{texts:#?}"
+    );
+    assert!(texts.iter().all(|t| !t.contains("%7B")), "{texts:#?}");
 }
