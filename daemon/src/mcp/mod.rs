@@ -176,8 +176,16 @@ impl Supervisor {
             .rev() // the first entry of a name listed twice wins
             .filter_map(|tool| Some((tool["name"].as_str()?, tool)))
             .collect();
+        // Names other sources hold: built-ins, other servers' tools.
+        let reserved: std::collections::HashSet<String> = self
+            .registry
+            .contracts()
+            .into_iter()
+            .filter(|c| c.source != self.source())
+            .map(|c| c.name)
+            .collect();
         let tools: Vec<(steward_tools::ToolContract, Arc<dyn ToolHandler>)> =
-            tools::local_names(&self.server.name, &remotes)
+            tools::local_names(&self.server.name, &remotes, &reserved)
                 .into_iter()
                 .filter_map(|name| {
                     if name.disambiguated {

@@ -8,7 +8,10 @@
 //!   (`math.mul` and `math_mul`). No tool is dropped for it: the one whose name maps to
 //!   itself keeps the plain name, every other one gets `_` and a hash of its remote name
 //!   ([`local_names`]); the outcome depends only on the names, never on the listing order.
-//!   A name listed twice is one tool (the first entry wins).
+//!   A name listed twice is one tool (the first entry wins). A name that another source
+//!   already has (a built-in, another server's tool) is hashed the same way: built-ins
+//!   always keep theirs, and between two servers the one connected first keeps the plain
+//!   name.
 //! - An MCP tool is a non-idempotent `write` (so it is confirmed first) unless the config
 //!   lists it in `read_only_tools` or `idempotent_tools`: `readOnlyHint` and
 //!   `destructiveHint` come from the server and are only hints.
@@ -73,8 +76,13 @@ pub struct LocalName<'a> {
 }
 
 /// Steward names for the tools a server lists, in the order listed, each remote name once,
-/// no two alike (see the module docs for the rule).
-pub fn local_names<'a>(server: &str, remotes: &[&'a str]) -> Vec<LocalName<'a>> {
+/// no two alike and none in `reserved` (the names other sources hold; see the module docs
+/// for the rule).
+pub fn local_names<'a>(
+    server: &str,
+    remotes: &[&'a str],
+    reserved: &std::collections::HashSet<String>,
+) -> Vec<LocalName<'a>> {
     let mut unique: Vec<&'a str> = Vec::with_capacity(remotes.len());
     let mut seen = std::collections::HashSet::new();
     for remote in remotes {
@@ -90,11 +98,14 @@ pub fn local_names<'a>(server: &str, remotes: &[&'a str]) -> Vec<LocalName<'a>> 
             .or_default()
             .push(remote);
     }
-    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut taken: std::collections::HashSet<String> = reserved.clone();
     let mut names: std::collections::HashMap<&'a str, (String, bool)> =
         std::collections::HashMap::new();
     // Plain names first, so that a hashed name can never take one.
     for (plain, group) in &by_plain {
+        if reserved.contains(plain) {
+            continue;
+        }
         let keeper = match group.as_slice() {
             [only] => Some(*only),
             _ => group
@@ -298,8 +309,9 @@ mod tests {
 
     #[test]
     fn names_that_collide_after_mapping_are_all_kept_whatever_the_order() {
+        let none = std::collections::HashSet::new();
         let listed = ["math.mul", "math_mul", "math/mul", "add", "add"];
-        let names = local_names("calc", &listed);
+        let names = local_names("calc", &listed, &none);
         let locals: Vec<&str> = names.iter().map(|n| n.local.as_str()).collect();
         assert_eq!(
             names.len(),
@@ -326,14 +338,14 @@ mod tests {
 
         let mut reversed = listed;
         reversed.reverse();
-        let again = local_names("calc", &reversed);
+        let again = local_names("calc", &reversed, &none);
         for name in &names {
             let same = again.iter().find(|n| n.remote == name.remote).unwrap();
             assert_eq!(same.local, name.local, "the order listed does not matter");
         }
 
         // Two names that both change under mapping: neither keeps the plain name.
-        let both = local_names("s", &["a.b", "a/b"]);
+        let both = local_names("s", &["a.b", "a/b"], &none);
         assert!(
             both.iter()
                 .all(|n| n.disambiguated && n.local.len() == "s_a_b_".len() + 8)
@@ -342,11 +354,21 @@ mod tests {
         // Long names stay within 64 characters.
         let long = "x".repeat(70);
         let long_dotted = format!("{}.y", "x".repeat(68));
-        let long_names = local_names("server", &[&long, &long_dotted]);
+        let long_names = local_names("server", &[&long, &long_dotted], &none);
         assert!(
             long_names.iter().all(|n| n.local.len() <= MAX_NAME),
             "{long_names:?}"
         );
         assert_ne!(long_names[0].local, long_names[1].local);
+
+        // A name another source holds (server `a_b`'s `c` and server `a`'s `b_c`) is hashed.
+        let reserved: std::collections::HashSet<String> = ["a_b_c".to_owned()].into();
+        let other = local_names("a", &["b_c", "d"], &reserved);
+        assert!(
+            other[0].disambiguated && other[0].local.starts_with("a_b_c_"),
+            "{other:?}"
+        );
+        assert!(!reserved.contains(&other[0].local));
+        assert_eq!(other[1].local, "a_d");
     }
 }
