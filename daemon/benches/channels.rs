@@ -54,7 +54,7 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
     );
     let scheduler = Scheduler {
         jobs: steward_daemon::timer::jobs::JobStore::new(store.cron_tree().unwrap()),
-        inbox,
+        submitter: steward_daemon::channels::Submitter::new(inbox, Vec::new()),
         changed: std::sync::Arc::default(),
         default_zone: "UTC".into(),
     };

@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
+use crate::channels::Submitter;
 use crate::channels::user::{self, UserChannel};
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
@@ -57,6 +58,7 @@ pub async fn run(
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))?;
     let Core {
         inbox,
+        submitter,
         trajectory,
         status,
         replies,
@@ -79,10 +81,9 @@ pub async fn run(
     let user_channel = UserChannel {
         socket_path,
         owner_uid,
-        inbox,
+        submitter: submitter.clone(),
         trajectory,
         tools,
-        rules: Arc::new(config.urgency_rules.clone()),
         replies,
         status: status.clone(),
         confirmations: confirmations.clone(),
@@ -95,7 +96,7 @@ pub async fn run(
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
     let timer = Timer {
-        inbox: scheduler.inbox.clone(),
+        submitter: scheduler.submitter.clone(),
         jobs: scheduler.jobs.clone(),
         status: status.clone(),
         changed: scheduler.changed.clone(),
@@ -104,11 +105,10 @@ pub async fn run(
     watches.start(&config.watch).await?;
     let api = crate::webhook::api::Api {
         token: api_token.clone(),
-        inbox: scheduler.inbox.clone(),
+        submitter: scheduler.submitter.clone(),
         status: status.clone(),
         confirmations: confirmations.clone(),
         replies: user_channel.replies.clone(),
-        rules: Arc::new(config.urgency_rules.clone()),
         trajectory: user_channel.trajectory.clone(),
     };
     let mut http_channel = crate::reload::HttpChannel::new(api, data_dir.clone());
@@ -138,12 +138,11 @@ pub async fn run(
                 crate::email::Wiring {
                     store: store.clone(),
                     data_dir: data_dir.clone(),
-                    inbox: user_channel.inbox.clone(),
+                    submitter: submitter.clone(),
                     status: status.clone(),
                     replies: user_channel.replies.clone(),
                     confirmations: confirmations.clone(),
                     pipeline: pipeline.clone(),
-                    rules: Arc::new(config.urgency_rules.clone()),
                 },
             );
             channel.start(&shutdown)?;
@@ -154,7 +153,7 @@ pub async fn run(
     let retention = crate::retention::Retention::new(
         &config,
         store.clone(),
-        user_channel.inbox.clone(),
+        inbox.clone(),
         pipeline.ledger().cloned(),
         confirmations.pending.clone(),
     );
@@ -335,6 +334,8 @@ pub fn check(config: &Config) -> anyhow::Result<()> {
 #[derive(Debug)]
 pub struct Core {
     pub inbox: Arc<Inbox>,
+    /// How every channel submits to the inbox (the urgency rules applied once).
+    pub submitter: Submitter,
     pub trajectory: Arc<Trajectory>,
     pub status: Arc<StatusBoard>,
     pub replies: ReplyHub,
@@ -405,14 +406,15 @@ impl Core {
         }
         let ledger = Ledger::new(store.ledger_tree()?);
         let interrupted_actions = ledger.recover()?;
+        let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
         let scheduler = Scheduler {
             jobs: cron_jobs(config, &store)?,
-            inbox: inbox.clone(),
+            submitter: submitter.clone(),
             changed: Arc::default(),
             default_zone: crate::timer::jobs::system_zone(),
         };
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
-        let watches = WatchSet::new(store.watch_tree()?, inbox.clone(), status.clone());
+        let watches = WatchSet::new(store.watch_tree()?, submitter.clone(), status.clone());
         let email = match &config.email {
             Some(email) => Some(crate::email::EmailHandle::new(email_parts(email)?)),
             None => None,
@@ -490,6 +492,7 @@ impl Core {
         };
         Ok(Self {
             inbox,
+            submitter,
             trajectory,
             status,
             replies,

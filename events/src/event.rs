@@ -206,6 +206,10 @@ pub struct Event {
     pub dedupe_key: Option<String>,
     /// What the sender asked for, if anything; only the owner's request is honoured.
     pub requested_urgency: Option<Urgency>,
+    /// What the channel's config says for this input (a cron job's, a watch's, a webhook
+    /// route's `urgency`): the default when no `[[urgency.rules]]` entry matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_urgency: Option<Urgency>,
     /// The urgency the classifier decided.
     pub urgency: Urgency,
     pub payload: Payload,
@@ -232,6 +236,7 @@ impl Event {
             thread: None,
             dedupe_key: None,
             requested_urgency: None,
+            channel_urgency: None,
             urgency: Urgency::default_for(source),
             payload,
         }

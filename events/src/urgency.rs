@@ -7,7 +7,10 @@
 //! 2. The owner's explicit request (`steward send --urgency …`) wins: the owner said so.
 //!    A request from anyone else is ignored — strangers do not get to cancel the owner's work.
 //! 3. The first `[[urgency.rules]]` entry whose every condition matches.
-//! 4. The source's default: timers run as PARALLEL (a scheduled report should not wait for, or
+//! 4. The channel's configured urgency (`channel_urgency`: a cron job's, a watch's, a webhook
+//!    route's `urgency`). It is a default, not a request: a rule such as
+//!    `channel = "cron:*"` is more deliberate and wins.
+//! 5. The source's default: timers run as PARALLEL (a scheduled report should not wait for, or
 //!    interrupt, a conversation); everything else is QUEUE.
 
 use serde::{Deserialize, Serialize};
@@ -105,7 +108,9 @@ pub fn classify_urgency(event: &Event, rules: &[UrgencyRule]) -> Urgency {
             return rule.urgency;
         }
     }
-    Urgency::default_for(event.source)
+    event
+        .channel_urgency
+        .unwrap_or_else(|| Urgency::default_for(event.source))
 }
 
 fn lookup<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
@@ -192,6 +197,15 @@ mod tests {
         stranger_asks_cancel.requested_urgency = Some(Urgency::Cancel);
         let mut lane_asks_parallel = event(Source::Lane, "lane:x", Trust::Owner, "x");
         lane_asks_parallel.requested_urgency = Some(Urgency::Parallel);
+        let configured = |source: Source, channel: &str, urgency: Urgency| {
+            let mut e = event(source, channel, Trust::Owner, "");
+            e.channel_urgency = Some(urgency);
+            e
+        };
+        let webhooks_parallel = [UrgencyRule {
+            channel: Some("webhook:*".into()),
+            ..rule(Urgency::Parallel)
+        }];
 
         let table: Vec<(&str, Event, &[UrgencyRule], Urgency)> = vec![
             (
@@ -264,6 +278,30 @@ mod tests {
                 lane_asks_parallel,
                 &catch_all,
                 Urgency::Queue,
+            ),
+            (
+                "a job's configured urgency without a rule",
+                configured(Source::Timer, "cron:brief", Urgency::Queue),
+                &[],
+                Urgency::Queue,
+            ),
+            (
+                "a cron:* rule wins over the job's configured urgency",
+                configured(Source::Timer, "cron:brief", Urgency::Parallel),
+                &rules,
+                Urgency::Queue,
+            ),
+            (
+                "a webhook:* rule wins over the route's configured urgency",
+                configured(Source::Webhook, "webhook:gh", Urgency::Queue),
+                &webhooks_parallel,
+                Urgency::Parallel,
+            ),
+            (
+                "a route's configured urgency when the rule is for others",
+                configured(Source::Webhook, "webhook:gh", Urgency::Cancel),
+                &rules,
+                Urgency::Cancel,
             ),
             (
                 "catch-all rule",

@@ -23,5 +23,6 @@ mod steps;
 mod support;
 mod timer;
 mod torture;
+mod urgency;
 mod watch;
 mod webhook;

@@ -614,3 +614,45 @@ async fn bearer_and_standard_routes_readiness_and_a_denial_over_http() {
     assert_eq!(row["state"], "denied", "{row}");
     assert!(recorder.seen().is_empty());
 }
+
+/// An empty or blank message is refused alike by both front doors: recorded `rejected`
+/// with the same reason, no step run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_message_is_rejected_by_http_as_by_the_socket() {
+    let daemon = start("");
+    let base = base(&daemon);
+    let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    let client = reqwest::Client::new();
+    for text in ["", "  \n\t "] {
+        let response = client
+            .post(format!("{base}/v1/messages"))
+            .bearer_auth(&token)
+            .body(json!({ "text": text }).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "{text:?}");
+        let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(body["rejected"], "empty message", "{body}");
+        assert!(body["event_id"].is_string(), "{body}");
+    }
+    let socket = daemon.cli(&["send", ""]);
+    assert!(!socket.status.success(), "{socket:?}");
+    assert!(
+        crate::support::stderr(&socket).contains("empty message"),
+        "{socket:?}"
+    );
+    let events = daemon.events().await;
+    assert_eq!(events.len(), 3, "{events:#?}");
+    for event in &events {
+        assert_eq!(event.state, "rejected", "{event:#?}");
+        assert_eq!(event.detail.as_deref(), Some("empty message"), "{event:#?}");
+    }
+    let merged = daemon.trajectory().await;
+    assert!(
+        crate::support::merged_ids(&merged).is_empty(),
+        "no step ran: {merged:#?}"
+    );
+}

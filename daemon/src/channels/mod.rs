@@ -1,8 +1,13 @@
 //! Channel actors: each turns one kind of outside input into events and submits them to the
-//! inbox, acknowledging upstream only once the inbox has them. Only the supervisor spawns
+//! inbox through the one [`Submitter`] (which applies the urgency rules), acknowledging
+//! upstream only once the inbox has them. Only the supervisor spawns
 //! them; each listens for shutdown at every await on outside input.
 // Everything here reads outside input (the control socket): no slicing that can panic; where an
 // index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+pub mod owner_message;
+pub mod submit;
 pub mod user;
+
+pub use submit::Submitter;

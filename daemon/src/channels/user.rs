@@ -2,8 +2,8 @@
 //! [`crate::protocol`]. Whoever connects is the owner: the socket is only reachable by the
 //! daemon's own user, and each peer's uid is checked against the data dir's owner anyway.
 //!
-//! Messages are validated here: empty or oversized text is recorded as a `rejected` event and
-//! the client is told why. Everything else is classified (urgency rules) and submitted; the
+//! Messages are validated by the rule every front door shares ([`super::owner_message`]):
+//! empty or oversized text is recorded as a `rejected` event and the client is told why. Everything else is classified (urgency rules) and submitted; the
 //! client gets `accepted` only once the event is durable.
 
 use std::collections::HashSet;
@@ -12,9 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{
-    Event, EventId, Payload, Sender, Source, Trust, Urgency, UrgencyRule, classify_urgency,
-};
+use steward_events::{Event, EventId, Payload, Sender, Source, Trust, Urgency};
 use steward_tools::ToolRegistry;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -28,19 +26,20 @@ use crate::confirmations::{Answer, Confirmations};
 use crate::protocol::{ChatLine, CronCommand, EventRow, PendingRow, Request, Response};
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
-use crate::store::{Inbox, Trajectory};
+use crate::store::Trajectory;
+
+use super::Submitter;
 
 /// Longest message accepted from the socket.
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+use super::owner_message::MAX_MESSAGE_BYTES;
 
 #[derive(Debug)]
 pub struct UserChannel {
     pub socket_path: PathBuf,
     pub owner_uid: u32,
-    pub inbox: Arc<Inbox>,
+    pub submitter: Submitter,
     pub trajectory: Arc<Trajectory>,
     pub tools: Arc<ToolRegistry>,
-    pub rules: Arc<Vec<UrgencyRule>>,
     pub replies: ReplyHub,
     pub status: Arc<StatusBoard>,
     pub confirmations: Arc<Confirmations>,
@@ -383,7 +382,6 @@ impl UserChannel {
             payload,
         );
         event.requested_urgency = urgency;
-        event.urgency = classify_urgency(&event, &self.rules);
         event
     }
 
@@ -439,19 +437,8 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<Option<EventId>> {
-        let text = event.payload.text();
-        let refusal = if text.trim().is_empty() {
-            Some("empty message".to_owned())
-        } else if text.len() > MAX_MESSAGE_BYTES {
-            Some(format!(
-                "message of {} bytes is over the limit of {MAX_MESSAGE_BYTES}",
-                text.len()
-            ))
-        } else {
-            None
-        };
-        if let Some(reason) = refusal {
-            let event_id = match self.inbox.reject(event, reason.clone()).await {
+        if let Some(reason) = super::owner_message::refusal(event.payload.text()) {
+            let event_id = match self.submitter.reject(event, reason.clone()).await {
                 Ok(submitted) => Some(submitted.id),
                 Err(e) => {
                     warn!(channel = "user", error = %e, "could not record a rejected message");
@@ -464,7 +451,7 @@ impl UserChannel {
         // A full inbox makes the client wait (backpressure); shutdown ends the wait, and the
         // client, never told "accepted", knows the message was not taken.
         let submitted = tokio::select! {
-            submitted = self.inbox.submit(event) => submitted,
+            submitted = self.submitter.submit(event) => submitted,
             () = shutdown.cancelled() => {
                 s.write(&Response::Error { message: "the daemon is shutting down; the message was not stored".into() }).await?;
                 return Ok(None);
@@ -536,8 +523,8 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
-        let mut changes = follow.then(|| self.inbox.subscribe());
-        let records = match self.inbox.list(limit, state.as_deref()) {
+        let mut changes = follow.then(|| self.submitter.inbox().subscribe());
+        let records = match self.submitter.inbox().list(limit, state.as_deref()) {
             Ok(records) => records,
             Err(e) => {
                 return s

@@ -28,7 +28,7 @@ use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use steward_events::{
     EmailMessage, Event, EventState, Payload, SavedAttachment, Sender, SenderDecision, Source,
-    Trust, UrgencyRule, classify_urgency,
+    Trust,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -38,7 +38,6 @@ use super::auth::SenderAuth;
 use super::parse::{self, ParsedMail};
 use super::replies::MailCommands;
 use crate::status::StatusBoard;
-use crate::store::Inbox;
 
 /// How long one IDLE lasts before it is re-issued (RFC 2177: servers may drop it at 30 min).
 pub const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
@@ -81,11 +80,10 @@ impl Watermarks {
 pub struct Inbound {
     pub account: Account,
     pub auth: SenderAuth,
-    pub inbox: Arc<Inbox>,
+    pub submitter: crate::channels::Submitter,
     pub status: Arc<StatusBoard>,
     pub watermarks: Watermarks,
     pub attachments_dir: PathBuf,
-    pub rules: Arc<Vec<UrgencyRule>>,
     pub commands: MailCommands,
 }
 
@@ -314,7 +312,7 @@ impl Inbound {
             // The header section is unique per delivery (Received lines, dates).
             _ => format!("email:{}", parse::content_id(header)),
         };
-        if self.inbox.is_claimed(&key)? {
+        if self.submitter.inbox().is_claimed(&key)? {
             return Ok(());
         }
         let from = parsed.as_ref().map_or("unknown", |m| m.from.as_str());
@@ -335,7 +333,7 @@ impl Inbound {
             uid,
             size, from, "email over the size limit; recorded as rejected"
         );
-        self.inbox.reject(event, reason).await?;
+        self.submitter.reject(event, reason).await?;
         Ok(())
     }
 
@@ -345,7 +343,7 @@ impl Inbound {
             Ok(mail) => mail,
             Err(reason) => {
                 let key = format!("email:{}", parse::content_id(raw));
-                if self.inbox.is_claimed(&key)? {
+                if self.submitter.inbox().is_claimed(&key)? {
                     return Ok(());
                 }
                 let mut event = self.base_event(
@@ -361,14 +359,14 @@ impl Inbound {
                 );
                 event.dedupe_key = Some(key);
                 warn!(uid, %reason, "unprocessable email; recorded as dead");
-                self.inbox
+                self.submitter
                     .record_terminal(event, EventState::Dead { error: reason })
                     .await?;
                 return Ok(());
             }
         };
         let key = mail.dedupe_key();
-        if self.inbox.is_claimed(&key)? {
+        if self.submitter.inbox().is_claimed(&key)? {
             debug!(uid, message_id = %mail.message_id, "already an event");
             return Ok(());
         }
@@ -406,7 +404,7 @@ impl Inbound {
                     self.event(&mail, &authenticated_by, how, Trust::Untrusted, Vec::new());
                 event.dedupe_key = Some(key);
                 info!(uid, from = %mail.from, %reason, "email rejected");
-                self.inbox.reject(event, reason).await?;
+                self.submitter.reject(event, reason).await?;
             }
             SenderDecision::Accept(trust) => {
                 if trust == Trust::Owner
@@ -414,7 +412,7 @@ impl Inbound {
                 {
                     let mut event = self.event(&mail, &authenticated_by, how, trust, Vec::new());
                     event.dedupe_key = Some(key);
-                    self.inbox
+                    self.submitter
                         .record_terminal(event, EventState::Handled { outcome })
                         .await?;
                     return Ok(());
@@ -422,9 +420,8 @@ impl Inbound {
                 let saved = self.save_attachments(&mail).await;
                 let mut event = self.event(&mail, &authenticated_by, how, trust, saved);
                 event.dedupe_key = Some(key);
-                event.urgency = classify_urgency(&event, &self.rules);
                 info!(uid, from = %mail.from, trust = ?trust, "email received");
-                self.inbox.submit(event).await?;
+                self.submitter.submit(event).await?;
             }
         }
         Ok(())

@@ -26,7 +26,6 @@ pub mod tools;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use steward_events::UrgencyRule;
 use steward_tools::ToolPipeline;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -34,7 +33,7 @@ use tokio_util::task::TaskTracker;
 use crate::confirmations::Confirmations;
 use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
-use crate::store::{Inbox, Store};
+use crate::store::Store;
 
 /// The parts of the email channel built with the tool registry (the tools need them).
 #[derive(Clone, Debug)]
@@ -66,12 +65,11 @@ impl EmailHandle {
 pub struct Wiring {
     pub store: Store,
     pub data_dir: PathBuf,
-    pub inbox: Arc<Inbox>,
+    pub submitter: crate::channels::Submitter,
     pub status: Arc<StatusBoard>,
     pub replies: ReplyHub,
     pub confirmations: Arc<Confirmations>,
     pub pipeline: ToolPipeline,
-    pub rules: Arc<Vec<UrgencyRule>>,
 }
 
 /// Spawns the inbound actor, the replier and the reconciliation.
@@ -93,19 +91,18 @@ pub fn start(
             config.dns_servers.clone(),
         ),
         account: parts.account.clone(),
-        inbox: wiring.inbox.clone(),
+        submitter: wiring.submitter.clone(),
         status: wiring.status.clone(),
         watermarks: inbound::Watermarks(tree.clone()),
         attachments_dir: config
             .attachments_dir
             .clone()
             .unwrap_or_else(|| wiring.data_dir.join("attachments")),
-        rules: wiring.rules,
         commands,
     };
     let replier = replies::Replier {
         mailer: parts.mailer.clone(),
-        inbox: wiring.inbox.clone(),
+        inbox: wiring.submitter.inbox().clone(),
         replies: wiring.replies,
         confirmations: wiring.confirmations.clone(),
         tree,
@@ -116,7 +113,7 @@ pub fn start(
         wiring.pipeline,
         wiring.confirmations.pending.clone(),
         parts.mailer,
-        wiring.inbox,
+        wiring.submitter.inbox().clone(),
         shutdown.clone(),
     ));
     tasks.spawn(replier.run(shutdown.clone()));

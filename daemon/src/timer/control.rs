@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use super::jobs::{Job, JobSpec, JobStore, Origin};
 use super::schedule::{MissedPolicy, parse_schedule, parse_zone};
-use crate::store::{Inbox, StoreError};
+use crate::store::StoreError;
 
 /// A new job, as the CLI or a tool describes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,7 +95,7 @@ pub enum SchedulerError {
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     pub jobs: JobStore,
-    pub inbox: Arc<Inbox>,
+    pub submitter: crate::channels::Submitter,
     /// Wakes the timer when jobs change.
     pub changed: Arc<Notify>,
     /// The zone of jobs that name none.
@@ -193,7 +193,7 @@ impl Scheduler {
         let mut job = self.get(name)?;
         let now = Utc::now();
         let event = super::occurrence_event(&job, now, true);
-        let submitted = self.inbox.submit(event).await?;
+        let submitted = self.submitter.submit(event).await?;
         job.last_outcome = Some(format!("ran by hand {now} (event {})", submitted.id));
         self.jobs.put(&job)?;
         Ok(submitted.id)

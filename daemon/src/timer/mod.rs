@@ -35,8 +35,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::channels::Submitter;
 use crate::status::StatusBoard;
-use crate::store::{Inbox, StoreError};
+use crate::store::StoreError;
 use jobs::{Job, JobStore};
 use schedule::catch_up;
 
@@ -47,7 +48,7 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 pub struct Timer {
-    pub inbox: Arc<Inbox>,
+    pub submitter: Submitter,
     pub jobs: JobStore,
     pub status: Arc<StatusBoard>,
     /// Woken when jobs are added, changed or removed.
@@ -189,12 +190,12 @@ impl Timer {
     /// Submits the occurrence's event unless it was claimed already, and moves the cursor.
     async fn claim(&self, mut job: Job, at: DateTime<Utc>) -> Result<Job, StoreError> {
         let key = occurrence_key(&job.spec.name, at);
-        if self.inbox.is_claimed(&key)? {
+        if self.submitter.inbox().is_claimed(&key)? {
             info!(job = %job.spec.name, at = %at, "occurrence already claimed before a restart");
         } else {
             let mut event = occurrence_event(&job, at, false);
             event.dedupe_key = Some(key);
-            let submitted = self.inbox.submit(event).await?;
+            let submitted = self.submitter.submit(event).await?;
             info!(job = %job.spec.name, at = %at, event_id = %submitted.id, "scheduled job fired");
             job.last_outcome = Some(format!("ran {at} (event {})", submitted.id));
         }
@@ -209,12 +210,12 @@ impl Timer {
         reason: &str,
     ) -> Result<(), StoreError> {
         let key = occurrence_key(&job.spec.name, at);
-        if self.inbox.is_claimed(&key)? {
+        if self.submitter.inbox().is_claimed(&key)? {
             return Ok(());
         }
         let mut event = occurrence_event(job, at, false);
         event.dedupe_key = Some(key);
-        self.inbox
+        self.submitter
             .record_terminal(
                 event,
                 EventState::Missed {
@@ -274,8 +275,7 @@ pub fn occurrence_event(job: &Job, at: DateTime<Utc>, manual: bool) -> Event {
         },
     );
     event.occurred_at = at;
-    // The job's urgency is the owner's explicit choice: no rule overrides it.
-    event.urgency = job.spec.urgency;
-    event.requested_urgency = Some(job.spec.urgency);
+    // The job's urgency is its channel's default: a `cron:*` rule overrides it.
+    event.channel_urgency = Some(job.spec.urgency);
     event
 }

@@ -33,7 +33,6 @@ pub mod set;
 pub mod tools;
 
 use crate::status::StatusBoard;
-use crate::store::Inbox;
 
 /// Paths listed in one event; further changes in the window are counted.
 pub const MAX_LISTED: usize = 200;
@@ -59,7 +58,7 @@ const DEFAULT_EXCLUDES: [&str; 11] = [
 #[derive(Debug)]
 pub struct Watch {
     pub config: WatchConfig,
-    pub inbox: Arc<Inbox>,
+    pub submitter: crate::channels::Submitter,
     pub status: Arc<StatusBoard>,
     /// Told once the first attempt is watching, waiting for the path, or failed.
     pub settled: Option<mpsc::Sender<()>>,
@@ -263,10 +262,10 @@ impl Watch {
                 text,
             },
         );
-        event.urgency = self.config.urgency;
-        event.requested_urgency = Some(self.config.urgency);
+        // The watch's urgency is its channel's default: a `watch:*` rule overrides it.
+        event.channel_urgency = Some(self.config.urgency);
         event.dedupe_key = Some(key);
-        let submitted = self.inbox.submit(event).await?;
+        let submitted = self.submitter.submit(event).await?;
         info!(watch = %self.config.name, event_id = %submitted.id, "file changes recorded");
         Ok(())
     }
@@ -354,6 +353,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::store::Inbox;
 
     fn watch(include: &[&str], exclude: &[&str]) -> Watch {
         let store =
@@ -371,7 +371,10 @@ mod tests {
                 urgency: steward_events::Urgency::Queue,
             },
             settled: None,
-            inbox: Arc::new(Inbox::open(store.clone(), 10, Duration::from_secs(60)).unwrap()),
+            submitter: crate::channels::Submitter::new(
+                Arc::new(Inbox::open(store.clone(), 10, Duration::from_secs(60)).unwrap()),
+                Vec::new(),
+            ),
             status: Arc::new(StatusBoard::new(
                 PathBuf::from("/x"),
                 Arc::new(Inbox::open(store, 10, Duration::from_secs(60)).unwrap()),

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Watch;
 use crate::status::StatusBoard;
-use crate::store::{Inbox, StoreError};
+use crate::store::StoreError;
 
 /// A watch as `steward watch list --json` shows it (and as a runtime watch is stored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,7 +145,7 @@ pub struct WatchSet {
 
 struct Inner {
     tree: sled::Tree,
-    inbox: Arc<Inbox>,
+    submitter: crate::channels::Submitter,
     status: Arc<StatusBoard>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -159,11 +159,15 @@ impl std::fmt::Debug for WatchSet {
 }
 
 impl WatchSet {
-    pub fn new(tree: sled::Tree, inbox: Arc<Inbox>, status: Arc<StatusBoard>) -> Self {
+    pub fn new(
+        tree: sled::Tree,
+        submitter: crate::channels::Submitter,
+        status: Arc<StatusBoard>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 tree,
-                inbox,
+                submitter,
                 status,
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
@@ -214,7 +218,7 @@ impl WatchSet {
         let cancel = self.inner.shutdown.child_token();
         let watch = Watch {
             config,
-            inbox: self.inner.inbox.clone(),
+            submitter: self.inner.submitter.clone(),
             status: self.inner.status.clone(),
             settled,
         };

@@ -5,6 +5,10 @@
 //! The token lives in `DATA_DIR/api.token` (mode 0600), made on the first start;
 //! `steward token show` prints it and `steward token rotate` replaces it (the old one stops
 //! working at once). Requests without it get 401 and touch nothing.
+//!
+//! `POST /v1/messages` takes a message as the control socket does (the same rule,
+//! [`crate::channels::owner_message`]): `202 {"event_id"}`, or for an empty or oversized text
+//! `422 {"event_id", "rejected": REASON}` with the message recorded as a `rejected` event.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -19,16 +23,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use steward_events::{
-    Event, Payload, Sender, Source, Trust, Urgency, UrgencyRule, classify_urgency,
-};
+use steward_events::{Event, Payload, Sender, Source, Trust, Urgency};
 
 use super::verify::constant_time_eq;
 use crate::confirmations::{Answer, Confirmations};
 use crate::protocol::{EventRow, PendingRow};
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
-use crate::store::Inbox;
 
 /// The API token, shared by the server and the control socket (which rotates it).
 #[derive(Clone, Debug)]
@@ -89,11 +90,10 @@ fn write_new(path: &Path) -> std::io::Result<String> {
 #[derive(Clone, Debug)]
 pub struct Api {
     pub token: ApiToken,
-    pub inbox: Arc<Inbox>,
+    pub submitter: crate::channels::Submitter,
     pub status: Arc<StatusBoard>,
     pub confirmations: Arc<Confirmations>,
     pub replies: ReplyHub,
-    pub rules: Arc<Vec<UrgencyRule>>,
     pub trajectory: Arc<crate::store::Trajectory>,
 }
 
@@ -181,8 +181,20 @@ async fn message(State(api): State<Api>, body: Bytes) -> Response {
         Payload::Message { text: request.text },
     );
     event.requested_urgency = urgency;
-    event.urgency = classify_urgency(&event, &api.rules);
-    match api.inbox.submit(event).await {
+    // Refused as the socket refuses it: recorded `rejected`, and the client told why.
+    if let Some(reason) = crate::channels::owner_message::refusal(event.payload.text()) {
+        return match api.submitter.reject(event, reason.clone()).await {
+            Ok(submitted) => json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"event_id": submitted.id, "rejected": reason}),
+            ),
+            Err(e) => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": e.to_string()}),
+            ),
+        };
+    }
+    match api.submitter.submit(event).await {
         Ok(submitted) => json_response(StatusCode::ACCEPTED, json!({"event_id": submitted.id})),
         Err(e) => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -205,7 +217,11 @@ struct Listing {
 }
 
 async fn events(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
-    match api.inbox.list(listing.limit, listing.state.as_deref()) {
+    match api
+        .submitter
+        .inbox()
+        .list(listing.limit, listing.state.as_deref())
+    {
         Ok(records) => {
             let rows: Vec<EventRow> = records.iter().map(EventRow::from).collect();
             json_response(StatusCode::OK, json!(rows))

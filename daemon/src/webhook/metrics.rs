@@ -46,7 +46,8 @@ pub async fn metrics(State(api): State<Api>) -> Response {
         &[(String::new(), status.lanes_running as f64)],
     );
     let outcomes: Vec<(String, f64)> = api
-        .inbox
+        .submitter
+        .inbox()
         .outcome_counts()
         .into_iter()
         .map(|(source, state, n)| {

@@ -32,7 +32,6 @@ use tracing::{info, warn};
 use super::template::{DeliveryBody, render};
 use super::verify::{Auth, verify};
 use crate::status::StatusBoard;
-use crate::store::Inbox;
 
 /// A route ready to serve: its config, its secret, its rate bucket.
 struct Route {
@@ -69,7 +68,7 @@ impl Route {
 #[derive(Clone)]
 struct AppState {
     routes: Arc<HashMap<String, Route>>,
-    inbox: Arc<Inbox>,
+    submitter: crate::channels::Submitter,
     status: Arc<StatusBoard>,
     senders: Arc<SenderPolicy>,
 }
@@ -100,7 +99,7 @@ pub async fn start(
     data_dir: &Path,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()> + Send + 'static, HttpError> {
-    let inbox = api.inbox.clone();
+    let submitter = api.submitter.clone();
     let status = api.status.clone();
     let mut table = HashMap::new();
     for (index, config) in routes.iter().enumerate() {
@@ -128,7 +127,7 @@ pub async fn start(
         .unwrap_or(http.max_body_bytes);
     let state = AppState {
         routes: Arc::new(table),
-        inbox,
+        submitter,
         status: status.clone(),
         senders: Arc::new(senders),
     };
@@ -262,7 +261,7 @@ async fn deliver(
                 let event = delivery_event(route, &headers, &body, delivery, Trust::Untrusted);
                 let reason =
                     format!("{identity} is not a known sender (senders.unknown = \"reject\")");
-                return match state.inbox.reject(event, reason.clone()).await {
+                return match state.submitter.reject(event, reason.clone()).await {
                     Ok(recorded) => json(
                         StatusCode::FORBIDDEN,
                         serde_json::json!({"event_id": recorded.id, "rejected": reason}),
@@ -273,7 +272,7 @@ async fn deliver(
         }
     };
     let event = delivery_event(route, &headers, &body, delivery, trust);
-    match state.inbox.submit(event).await {
+    match state.submitter.submit(event).await {
         Ok(submitted) => match submitted.duplicate_of {
             Some(original) => json(
                 StatusCode::OK,
@@ -332,8 +331,8 @@ fn delivery_event(
             body: body.text,
         },
     );
-    event.urgency = route.config.urgency;
-    event.requested_urgency = Some(route.config.urgency);
+    // The route's urgency is its channel's default: a `webhook:*` rule overrides it.
+    event.channel_urgency = Some(route.config.urgency);
     event.dedupe_key = delivery.map(|id| format!("webhook:{name}:{id}"));
     event
 }
