@@ -230,7 +230,14 @@ pub struct StatusReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChannelStatus {
     pub name: String,
+    /// What the channel says of itself (`idle`, `backoff: … (retry in 4s)`).
     pub state: String,
+    /// `starting`, `ready`, `waiting`, `backoff` or `stopped`.
+    #[serde(default)]
+    pub health: String,
+    /// When the next attempt is, for a channel in backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

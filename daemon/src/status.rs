@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::brain::TokenUsage;
+use crate::channels::ChannelHealth;
 use crate::protocol::{ChannelStatus, StatusReport, StepStatus};
 use crate::store::Inbox;
 
@@ -20,7 +21,7 @@ pub struct StatusBoard {
     /// `None` while the model answers; the last error while it does not.
     brain_error: Mutex<Option<String>>,
     inbox: Arc<Inbox>,
-    channels: Mutex<BTreeMap<String, String>>,
+    channels: Mutex<BTreeMap<String, ChannelHealth>>,
     step: Mutex<StepStatus>,
     lanes_running: Mutex<usize>,
     /// Tokens of the last model call, and since start.
@@ -80,19 +81,37 @@ impl StatusBoard {
         *lock(&self.brain_error) = None;
     }
 
-    /// The state of a channel, when there is one (a watch deleted at run time has none).
+    /// The state of a channel as `steward status` shows it, when there is one (a watch
+    /// deleted at run time has none).
     pub fn channel(&self, name: &str) -> Option<String> {
-        lock(&self.channels).get(name).cloned()
+        lock(&self.channels).get(name).map(|h| h.text(Utc::now()))
+    }
+
+    /// The channels that are down (waiting or in backoff), by name.
+    pub fn channels_down(&self) -> Vec<String> {
+        lock(&self.channels)
+            .iter()
+            .filter(|(_, health)| health.is_down())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Every channel and whether it is up, for `/metrics`.
+    pub fn channels_up(&self) -> Vec<(String, bool)> {
+        lock(&self.channels)
+            .iter()
+            .map(|(name, health)| (name.clone(), !health.is_down()))
+            .collect()
     }
 
     pub fn remove_channel(&self, name: &str) {
         lock(&self.channels).remove(name);
     }
 
-    pub fn set_channel(&self, name: &str, state: &str) {
-        let previous = lock(&self.channels).insert(name.to_owned(), state.to_owned());
-        let entered_backoff =
-            state.starts_with("backoff") && !previous.is_some_and(|p| p.starts_with("backoff"));
+    pub fn set_channel(&self, name: &str, health: ChannelHealth) {
+        let backoff = matches!(health, ChannelHealth::Backoff { .. });
+        let previous = lock(&self.channels).insert(name.to_owned(), health);
+        let entered_backoff = backoff && !matches!(previous, Some(ChannelHealth::Backoff { .. }));
         if entered_backoff {
             *lock(&self.restarts).entry(name.to_owned()).or_default() += 1;
         }
@@ -162,9 +181,11 @@ impl StatusBoard {
             brain_last_error: brain_error,
             channels: lock(&self.channels)
                 .iter()
-                .map(|(name, state)| ChannelStatus {
+                .map(|(name, health)| ChannelStatus {
                     name: name.clone(),
-                    state: state.clone(),
+                    state: health.text(Utc::now()),
+                    health: health.kind().to_owned(),
+                    retry_at: health.retry_at(),
                 })
                 .collect(),
             inbox_pending: self.inbox.pending_count(),

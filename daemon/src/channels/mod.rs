@@ -6,8 +6,10 @@
 // index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+pub mod health;
 pub mod owner_message;
 pub mod submit;
 pub mod user;
 
+pub use health::{Backoff, ChannelHealth};
 pub use submit::Submitter;

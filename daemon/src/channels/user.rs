@@ -65,7 +65,8 @@ impl UserChannel {
     pub async fn run(self, listener: UnixListener, shutdown: CancellationToken) {
         let this = Arc::new(self);
         let sessions = TaskTracker::new();
-        this.status.set_channel("user", "listening");
+        this.status
+            .set_channel("user", super::ChannelHealth::ready("listening"));
         info!(channel = "user", socket = %this.socket_path.display(), "control socket listening");
         loop {
             tokio::select! {
@@ -80,7 +81,8 @@ impl UserChannel {
                 },
             }
         }
-        this.status.set_channel("user", "stopped");
+        this.status
+            .set_channel("user", super::ChannelHealth::Stopped);
         sessions.close();
         sessions.wait().await;
         let _ = std::fs::remove_file(&this.socket_path);

@@ -37,6 +37,8 @@ use super::account::{Account, Session, bounded};
 use super::auth::SenderAuth;
 use super::parse::{self, ParsedMail};
 use super::replies::MailCommands;
+use crate::channels::health::pause;
+use crate::channels::{Backoff, ChannelHealth};
 use crate::status::StatusBoard;
 
 /// How long one IDLE lasts before it is re-issued (RFC 2177: servers may drop it at 30 min).
@@ -94,24 +96,21 @@ impl Inbound {
 
     /// Reads the mailbox until shutdown, reconnecting after any error.
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(MAX_BACKOFF);
         loop {
-            self.status.set_channel(CHANNEL, "connecting");
+            self.status
+                .set_channel(CHANNEL, ChannelHealth::starting("connecting"));
             let error = match self.session(&shutdown, &mut backoff).await {
                 Ok(()) => return,
                 Err(e) => e,
             };
-            let wait = backoff + backoff * ((ulid::Ulid::generate().random() % 250) as u32) / 1000;
+            let wait = backoff.next_wait();
             warn!(error = %format!("{error:#}"), retry_secs = wait.as_secs(), "email: connection lost; reconnecting");
-            self.status.set_channel(
-                CHANNEL,
-                &format!("backoff: {:#} (retry in {}s)", error, wait.as_secs()),
-            );
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+            self.status
+                .set_channel(CHANNEL, ChannelHealth::backoff(format!("{error:#}"), wait));
+            if !pause(wait, &shutdown).await {
+                return;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -119,11 +118,11 @@ impl Inbound {
     async fn session(
         &self,
         shutdown: &CancellationToken,
-        backoff: &mut Duration,
+        backoff: &mut Backoff,
     ) -> anyhow::Result<()> {
         let config = &self.account.config;
         let mut session = self.account.imap().await?;
-        *backoff = Duration::from_secs(1);
+        backoff.reset();
         let capabilities = bounded("CAPABILITY", session.capabilities()).await?;
         let has_idle = capabilities.has_str("IDLE");
         let selected = bounded("SELECT", session.select(&config.mailbox)).await?;
@@ -139,7 +138,8 @@ impl Inbound {
             };
             self.watermarks.save(&config.mailbox, mark)?;
         }
-        self.status.set_channel(CHANNEL, "connected");
+        self.status
+            .set_channel(CHANNEL, ChannelHealth::ready("connected"));
         // Untagged responses outside IDLE's wait (EXISTS sent while a FETCH ran, or before
         // the server's "+ idling") land here; one of them means new mail may be waiting.
         let notices = session.unsolicited_responses.clone();
@@ -150,7 +150,8 @@ impl Inbound {
                 return Ok(());
             }
             if has_idle {
-                self.status.set_channel(CHANNEL, "idle");
+                self.status
+                    .set_channel(CHANNEL, ChannelHealth::ready("idle"));
                 let mut idle = session.idle();
                 bounded("IDLE", idle.init()).await?;
                 let arrived_meanwhile = std::iter::from_fn(|| notices.try_recv().ok()).any(|r| {
@@ -171,7 +172,8 @@ impl Inbound {
                 }
                 session = bounded("DONE", idle.done()).await?;
             } else {
-                self.status.set_channel(CHANNEL, "polling");
+                self.status
+                    .set_channel(CHANNEL, ChannelHealth::ready("polling"));
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
                     () = tokio::time::sleep(config.poll) => {}

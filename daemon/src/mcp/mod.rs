@@ -33,6 +33,8 @@ use tracing::{info, warn};
 pub use connection::{Connection, Incoming, McpError};
 pub use tools::tool_name;
 
+use crate::channels::health::pause;
+use crate::channels::{Backoff, ChannelHealth};
 use crate::status::StatusBoard;
 
 /// How long start-up waits for the servers' first tool lists.
@@ -91,9 +93,10 @@ impl Supervisor {
     }
 
     async fn run(mut self, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(MAX_BACKOFF);
         loop {
-            self.status.set_channel(&self.channel(), "starting");
+            self.status
+                .set_channel(&self.channel(), ChannelHealth::starting("starting"));
             let error = tokio::select! {
                 () = shutdown.cancelled() => {
                     // Dropping the handlers drops the connection: the child is killed.
@@ -105,16 +108,17 @@ impl Supervisor {
             self.registry.replace_source(&self.source(), Vec::new());
             self.first_try.take();
             if error.connected {
-                backoff = Duration::from_secs(1);
+                backoff.reset();
             }
-            warn!(server = %self.server.name, error = %error.message, retry_secs = backoff.as_secs(), "MCP server unavailable; restarting");
-            self.status
-                .set_channel(&self.channel(), &format!("backoff: {}", error.message));
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
+            let wait = backoff.next_wait();
+            warn!(server = %self.server.name, error = %error.message, retry_secs = wait.as_secs(), "MCP server unavailable; restarting");
+            self.status.set_channel(
+                &self.channel(),
+                ChannelHealth::backoff(&error.message, wait),
+            );
+            if !pause(wait, &shutdown).await {
+                return;
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -212,8 +216,10 @@ impl Supervisor {
         }
         let loaded = offered - rejected.len();
         info!(server = %self.server.name, offered, loaded, "MCP tools loaded");
-        self.status
-            .set_channel(&self.channel(), &format!("ready ({loaded} tools)"));
+        self.status.set_channel(
+            &self.channel(),
+            ChannelHealth::ready(format!("ready ({loaded} tools)")),
+        );
         Ok(())
     }
 }

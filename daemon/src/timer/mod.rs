@@ -35,7 +35,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::channels::Submitter;
+use crate::channels::health::pause;
+use crate::channels::{Backoff, ChannelHealth, Submitter};
 use crate::status::StatusBoard;
 use crate::store::StoreError;
 use jobs::{Job, JobStore};
@@ -57,7 +58,7 @@ pub struct Timer {
 
 impl Timer {
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(MAX_SLEEP);
         loop {
             let error = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -66,14 +67,13 @@ impl Timer {
                     Err(e) => e,
                 },
             };
-            warn!(error = %error, retry_secs = backoff.as_secs(), "the timer stopped on a storage error; restarting");
+            let wait = backoff.next_wait();
+            warn!(error = %error, retry_secs = wait.as_secs(), "the timer stopped on a storage error; restarting");
             self.status
-                .set_channel("timer", &format!("backoff: {error}"));
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
+                .set_channel("timer", ChannelHealth::backoff(&error, wait));
+            if !pause(wait, &shutdown).await {
+                return;
             }
-            backoff = (backoff * 2).min(MAX_SLEEP);
         }
     }
 
@@ -99,10 +99,10 @@ impl Timer {
             let next = queue.first().map(|(at, _)| *at);
             self.status.set_channel(
                 "timer",
-                &match next {
+                ChannelHealth::ready(match next {
                     Some(at) => format!("running ({} active jobs, next {at})", queue.len()),
                     None => "running (no active jobs)".to_owned(),
-                },
+                }),
             );
             let sleep = next
                 .and_then(|at| (at - now).to_std().ok())

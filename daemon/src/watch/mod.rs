@@ -32,6 +32,8 @@ use tracing::{info, warn};
 pub mod set;
 pub mod tools;
 
+use crate::channels::health::pause;
+use crate::channels::{Backoff, ChannelHealth};
 use crate::status::StatusBoard;
 
 /// Paths listed in one event; further changes in the window are counted.
@@ -75,7 +77,7 @@ impl Watch {
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(MAX_BACKOFF);
         loop {
             let ended = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -86,22 +88,22 @@ impl Watch {
                 Ended::PathMissing => {
                     self.status.set_channel(
                         &self.channel(),
-                        &format!("waiting for {}", self.config.path.display()),
+                        ChannelHealth::Waiting {
+                            detail: format!("waiting for {}", self.config.path.display()),
+                        },
                     );
                     Duration::from_secs(1)
                 }
                 Ended::Failed(error) => {
-                    warn!(watch = %self.config.name, error = %error, retry_secs = backoff.as_secs(), "the file watch failed; retrying");
+                    let wait = backoff.next_wait();
+                    warn!(watch = %self.config.name, error = %error, retry_secs = wait.as_secs(), "the file watch failed; retrying");
                     self.status
-                        .set_channel(&self.channel(), &format!("backoff: {error}"));
-                    let wait = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                        .set_channel(&self.channel(), ChannelHealth::backoff(&error, wait));
                     wait
                 }
             };
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+            if !pause(wait, &shutdown).await {
+                return;
             }
         }
     }
@@ -143,8 +145,10 @@ impl Watch {
             return Ended::Failed(describe(&e));
         }
         info!(watch = %self.config.name, path = %root.display(), "watching");
-        self.status
-            .set_channel(&self.channel(), &format!("watching {}", root.display()));
+        self.status.set_channel(
+            &self.channel(),
+            ChannelHealth::ready(format!("watching {}", root.display())),
+        );
         if let Some(settled) = &self.settled {
             let _ = settled.try_send(());
         }

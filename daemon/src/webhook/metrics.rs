@@ -134,14 +134,14 @@ pub async fn metrics(State(api): State<Api>) -> Response {
             ("{kind=\"output\"}".into(), tokens.output as f64),
         ],
     );
-    let up: Vec<(String, f64)> = status
-        .channels
-        .iter()
-        .map(|c| {
-            let down = c.state.starts_with("backoff") || c.state.starts_with("waiting");
+    let up: Vec<(String, f64)> = api
+        .status
+        .channels_up()
+        .into_iter()
+        .map(|(name, up)| {
             (
-                format!("{{channel=\"{}\"}}", escape(&c.name)),
-                if down { 0.0 } else { 1.0 },
+                format!("{{channel=\"{}\"}}", escape(&name)),
+                if up { 1.0 } else { 0.0 },
             )
         })
         .collect();

@@ -154,7 +154,10 @@ pub async fn start(
     })?;
     // For tools and tests that asked for port 0.
     let _ = std::fs::write(data_dir.join("http.addr"), address.to_string());
-    status.set_channel("http", &format!("listening on {address}"));
+    status.set_channel(
+        "http",
+        crate::channels::ChannelHealth::ready(format!("listening on {address}")),
+    );
     info!(%address, "HTTP server listening");
     Ok(async move {
         let served = axum::serve(listener, app)
@@ -183,12 +186,14 @@ async fn within_deadline(
 }
 
 async fn ready(State(state): State<AppState>) -> Response {
-    let status = state.status.report();
-    let down: Vec<String> = status
-        .channels
-        .iter()
-        .filter(|c| c.state.starts_with("backoff") || c.state.starts_with("waiting"))
-        .map(|c| format!("{}: {}", c.name, c.state))
+    let down: Vec<String> = state
+        .status
+        .channels_down()
+        .into_iter()
+        .map(|name| {
+            let state = state.status.channel(&name).unwrap_or_default();
+            format!("{name}: {state}")
+        })
         .collect();
     if down.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
