@@ -45,7 +45,7 @@ fn many_jobs(count: usize) -> String {
 /// A data dir holding `count` runtime jobs (as `cron_create` would leave them), so that the
 /// daemon starts with them without parsing a config file.
 fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
-    use steward_daemon::timer::control::{NewJob, Scheduler};
+    use steward_daemon::channels::timer::control::{NewJob, Scheduler};
     let dir = tempfile::tempdir().unwrap();
     let store = steward_daemon::store::Store::open(&dir.path().join("db")).unwrap();
     let inbox = std::sync::Arc::new(
@@ -53,7 +53,7 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
             .unwrap(),
     );
     let scheduler = Scheduler {
-        jobs: steward_daemon::timer::jobs::JobStore::new(store.cron_tree().unwrap()),
+        jobs: steward_daemon::channels::timer::jobs::JobStore::new(store.cron_tree().unwrap()),
         submitter: steward_daemon::channels::Submitter::new(inbox, Vec::new()),
         changed: std::sync::Arc::default(),
         default_zone: "UTC".into(),

@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
+use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
 use steward_daemon::client::Client;
 use steward_daemon::protocol::{Request, Response, StepStatus};
-use steward_daemon::webhook::verify::{hmac_sha256, to_hex};
 use tokio::time::Instant;
 
 mod support;

@@ -10,7 +10,7 @@ use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
-use steward_daemon::webhook::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
 use tokio::time::Instant;
 
 mod support;

@@ -26,7 +26,11 @@ use tracing::{error, info, warn};
 
 use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
 use crate::channels::Submitter;
+use crate::channels::timer::Timer;
+use crate::channels::timer::control::Scheduler;
+use crate::channels::timer::jobs::JobStore;
 use crate::channels::user::{self, UserChannel};
+use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
 use crate::instance_lock::InstanceLock;
@@ -35,10 +39,6 @@ use crate::paths;
 use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
-use crate::timer::Timer;
-use crate::timer::control::Scheduler;
-use crate::timer::jobs::JobStore;
-use crate::watch::set::WatchSet;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
 pub async fn run(
@@ -76,7 +76,7 @@ pub async fn run(
     let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
     let listener = user::bind(&socket_path)
         .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
-    let api_token = crate::webhook::api::ApiToken::load_or_create(&data_dir)
+    let api_token = crate::channels::http::api::ApiToken::load_or_create(&data_dir)
         .with_context(|| format!("cannot write the API token in {}", data_dir.display()))?;
     let user_channel = UserChannel {
         socket_path,
@@ -103,7 +103,7 @@ pub async fn run(
     };
     tasks.spawn(timer.run(shutdown.clone()));
     watches.start(&config.watch).await?;
-    let api = crate::webhook::api::Api {
+    let api = crate::channels::http::api::Api {
         token: api_token.clone(),
         submitter: scheduler.submitter.clone(),
         status: status.clone(),
@@ -135,7 +135,7 @@ pub async fn run(
         Some(handle) => {
             let mut channel = crate::reload::EmailChannel::new(
                 handle,
-                crate::email::Wiring {
+                crate::channels::email::Wiring {
                     store: store.clone(),
                     data_dir: data_dir.clone(),
                     submitter: submitter.clone(),
@@ -221,19 +221,19 @@ fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
 /// The config's `[[cron]]` jobs, checked.
 pub(crate) fn cron_specs(
     config: &Config,
-) -> Result<Vec<crate::timer::jobs::JobSpec>, ConfigProblem> {
-    let zone = crate::timer::jobs::system_zone();
+) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
+    let zone = crate::channels::timer::jobs::system_zone();
     config
         .cron
         .iter()
         .enumerate()
         .map(|(i, job)| {
-            crate::timer::jobs::spec_from_config(job, &zone).map_err(|(field, message)| {
-                ConfigProblem {
+            crate::channels::timer::jobs::spec_from_config(job, &zone).map_err(
+                |(field, message)| ConfigProblem {
                     key: format!("cron[{i}].{field}"),
                     message,
-                }
-            })
+                },
+            )
         })
         .collect()
 }
@@ -244,16 +244,16 @@ fn registry(
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
-    email: Option<&crate::email::EmailHandle>,
+    email: Option<&crate::channels::email::EmailHandle>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
-    let builder = crate::timer::tools::register(builder, scheduler);
+    let builder = crate::channels::timer::tools::register(builder, scheduler);
     let builder = match email {
-        Some(handle) => crate::email::tools::register(builder, handle),
+        Some(handle) => crate::channels::email::tools::register(builder, handle),
         None => builder,
     };
-    let builder = crate::watch::tools::register(builder, watches)
+    let builder = crate::channels::watch::tools::register(builder, watches)
         .select(Selection {
             profile: match tools.profile {
                 ToolProfile::Minimal => Profile::Minimal,
@@ -350,7 +350,7 @@ pub struct Core {
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
     /// The email account and sender, when `[email]` is configured.
-    pub email: Option<crate::email::EmailHandle>,
+    pub email: Option<crate::channels::email::EmailHandle>,
     /// The tool pipeline (the email channel reconciles its ledger).
     pub pipeline: ToolPipeline,
 }
@@ -411,12 +411,14 @@ impl Core {
             jobs: cron_jobs(config, &store)?,
             submitter: submitter.clone(),
             changed: Arc::default(),
-            default_zone: crate::timer::jobs::system_zone(),
+            default_zone: crate::channels::timer::jobs::system_zone(),
         };
         let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
         let watches = WatchSet::new(store.watch_tree()?, submitter.clone(), status.clone());
         let email = match &config.email {
-            Some(email) => Some(crate::email::EmailHandle::new(email_parts(email)?)),
+            Some(email) => Some(crate::channels::email::EmailHandle::new(email_parts(
+                email,
+            )?)),
             None => None,
         };
         let tools = registry(
@@ -512,9 +514,9 @@ impl Core {
 /// problem) and its sender.
 pub(crate) fn email_parts(
     config: &steward_config::EmailConfig,
-) -> anyhow::Result<crate::email::EmailParts> {
-    let account =
-        crate::email::account::Account::new(config.clone()).map_err(|e| ConfigProblem {
+) -> anyhow::Result<crate::channels::email::EmailParts> {
+    let account = crate::channels::email::account::Account::new(config.clone()).map_err(|e| {
+        ConfigProblem {
             key: if format!("{e:#}").contains("ca_file") {
                 "email.ca_file".into()
             } else {
@@ -524,13 +526,15 @@ pub(crate) fn email_parts(
                 }
             },
             message: format!("{e:#}"),
-        })?;
-    let mailer =
-        crate::email::outbound::Mailer::new(account.clone()).map_err(|e| ConfigProblem {
+        }
+    })?;
+    let mailer = crate::channels::email::outbound::Mailer::new(account.clone()).map_err(|e| {
+        ConfigProblem {
             key: "email.smtp_host".into(),
             message: format!("{e:#}"),
-        })?;
-    Ok(crate::email::EmailParts { account, mailer })
+        }
+    })?;
+    Ok(crate::channels::email::EmailParts { account, mailer })
 }
 
 pub(crate) fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {

@@ -103,11 +103,21 @@ pub struct ChatLine {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum CronCommand {
     List,
-    Add { job: crate::timer::control::NewJob },
-    Remove { name: String },
-    Pause { name: String },
-    Resume { name: String },
-    Trigger { name: String },
+    Add {
+        job: crate::channels::timer::control::NewJob,
+    },
+    Remove {
+        name: String,
+    },
+    Pause {
+        name: String,
+    },
+    Resume {
+        name: String,
+    },
+    Trigger {
+        name: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,10 +166,10 @@ pub enum Response {
         tool: Value,
     },
     Job {
-        job: crate::timer::control::JobRow,
+        job: crate::channels::timer::control::JobRow,
     },
     Watch {
-        watch: crate::watch::set::WatchRow,
+        watch: crate::channels::watch::set::WatchRow,
     },
     Token {
         token: String,

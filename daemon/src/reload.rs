@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
+use crate::channels::email::{EmailHandle, Wiring};
+use crate::channels::http::api::Api;
+use crate::channels::timer::control::Scheduler;
+use crate::channels::watch::set::WatchSet;
 use crate::daemon::{ConfigProblem, cron_specs, email_parts, policy_rule};
-use crate::email::{EmailHandle, Wiring};
 use crate::notify;
 use crate::status::{ConfigState, StatusBoard};
-use crate::timer::control::Scheduler;
-use crate::watch::set::WatchSet;
-use crate::webhook::api::Api;
 
 /// A channel's tasks, stoppable on their own (a child of the daemon's shutdown token).
 #[derive(Debug)]
@@ -83,7 +83,7 @@ impl HttpChannel {
             return Ok(());
         };
         let slot = ChannelSlot::new(parent);
-        let server = crate::webhook::server::start(
+        let server = crate::channels::http::server::start(
             http,
             &config.webhook_routes,
             config.senders.clone(),
@@ -93,7 +93,7 @@ impl HttpChannel {
         )
         .await
         .map_err(|e| match e {
-            crate::webhook::server::HttpError::Secret { index, .. } => {
+            crate::channels::http::server::HttpError::Secret { index, .. } => {
                 anyhow::Error::from(ConfigProblem {
                     key: format!("webhook.routes[{index}].secret_env"),
                     message: e.to_string(),
@@ -132,7 +132,7 @@ impl EmailChannel {
 
     pub fn start(&mut self, parent: &CancellationToken) -> anyhow::Result<()> {
         let slot = ChannelSlot::new(parent);
-        crate::email::start(
+        crate::channels::email::start(
             self.handle.get(),
             self.wiring.clone(),
             &slot.tasks,
@@ -148,7 +148,7 @@ impl EmailChannel {
         }
         self.wiring
             .status
-            .remove_channel(crate::email::inbound::CHANNEL);
+            .remove_channel(crate::channels::email::inbound::CHANNEL);
     }
 }
 

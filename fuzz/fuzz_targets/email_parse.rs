@@ -2,7 +2,7 @@
 //! command line of an answer and Authentication-Results headers never panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use steward_daemon::email::{auth, parse};
+use steward_daemon::channels::email::{auth, parse};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(mail) = parse::parse(data) {

@@ -3,8 +3,8 @@
 //! the chain that can stand in a header in References, one `Re:`).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use steward_daemon::email::outbound::{Outgoing, Parent, compose, is_header_id};
-use steward_daemon::email::{parse, replies};
+use steward_daemon::channels::email::outbound::{Outgoing, Parent, compose, is_header_id};
+use steward_daemon::channels::email::{parse, replies};
 use steward_tools::confirm::{PendingAction, PendingState};
 
 fn ids(value: &mail_parser::HeaderValue<'_>) -> Vec<String> {

@@ -4,7 +4,7 @@
 #![no_main]
 use axum::http::{HeaderMap, HeaderValue, header};
 use libfuzzer_sys::fuzz_target;
-use steward_daemon::webhook::template::{DeliveryBody, render};
+use steward_daemon::channels::http::template::{DeliveryBody, render};
 
 fuzz_target!(|data: &[u8]| {
     // The first line is the template, the rest the body; the first byte picks the type.

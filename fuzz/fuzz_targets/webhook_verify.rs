@@ -4,7 +4,7 @@
 #![no_main]
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use steward_daemon::webhook::verify::{Auth, verify};
+use steward_daemon::channels::http::verify::{Auth, verify};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
@@ -42,5 +42,5 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = verify(auth, &secret, header, body, 1_700_000_000, 300);
     let json = serde_json::from_slice::<serde_json::Value>(body).ok();
-    let _ = steward_daemon::webhook::template::render(&template, &headers, json.as_ref());
+    let _ = steward_daemon::channels::http::template::render(&template, &headers, json.as_ref());
 });

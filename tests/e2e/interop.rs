@@ -145,7 +145,7 @@ fn dkim_key(dir: &Path) -> (PathBuf, String) {
         .stderr(Stdio::null())
         .output()
         .unwrap();
-    let encoded = steward_daemon::webhook::verify::base64_encode(&public.stdout);
+    let encoded = steward_daemon::channels::http::verify::base64_encode(&public.stdout);
     (key, format!("v=DKIM1; k=rsa; p={encoded}"))
 }
 
@@ -350,7 +350,7 @@ fn the_next_runs_agree_with_croniter() {
         .unwrap()
         .with_timezone(&chrono::Utc);
     for expr in expressions {
-        let schedule = steward_daemon::timer::schedule::parse_schedule(expr, at).unwrap();
+        let schedule = steward_daemon::channels::timer::schedule::parse_schedule(expr, at).unwrap();
         let ours: Vec<String> = schedule
             .between(at, at + chrono::Duration::days(4000), chrono_tz::UTC, 3)
             .iter()

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_daemon::webhook::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
 
 use crate::support::TestDaemon;
 
@@ -555,11 +555,14 @@ async fn bearer_and_standard_routes_readiness_and_a_denial_over_http() {
     // Standard Webhooks: signed now with the specification's secret.
     let now = chrono::Utc::now().timestamp();
     let body = r#"{"test": 2432232314}"#;
-    let key = steward_daemon::webhook::verify::base64_decode(secret.trim_start_matches("whsec_"))
-        .unwrap();
+    let key =
+        steward_daemon::channels::http::verify::base64_decode(secret.trim_start_matches("whsec_"))
+            .unwrap();
     let signed = format!("msg_1.{now}.{body}");
-    let signature =
-        steward_daemon::webhook::verify::base64_encode(&hmac_sha256(&key, signed.as_bytes()));
+    let signature = steward_daemon::channels::http::verify::base64_encode(&hmac_sha256(
+        &key,
+        signed.as_bytes(),
+    ));
     let response = client
         .post(format!("{base}/hooks/std"))
         .header("webhook-id", "msg_1")

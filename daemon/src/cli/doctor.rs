@@ -256,7 +256,7 @@ async fn email_checks(config: &Config) -> Vec<Check> {
     let Some(email) = &config.email else {
         return Vec::new();
     };
-    let account = match crate::email::account::Account::new(email.clone()) {
+    let account = match crate::channels::email::account::Account::new(email.clone()) {
         Ok(account) => account,
         Err(e) => {
             return vec![fail(
@@ -283,7 +283,7 @@ async fn email_checks(config: &Config) -> Vec<Check> {
             "check email.imap_host/imap_port/imap_tls, the password and ca_file",
         ),
     };
-    let smtp = match crate::email::outbound::Mailer::new(account) {
+    let smtp = match crate::channels::email::outbound::Mailer::new(account) {
         Ok(mailer) => match tokio::time::timeout(NETWORK_TIMEOUT, mailer.check()).await {
             Ok(Ok(())) => pass(
                 "smtp",
@@ -463,7 +463,7 @@ fn disk_check(config: &Config, data_dir: &Path) -> Check {
 
 fn clock_check() -> Check {
     let now = chrono::Utc::now();
-    let zone = crate::timer::jobs::system_zone();
+    let zone = crate::channels::timer::jobs::system_zone();
     if now.timestamp() < 1_704_067_200 {
         return fail(
             "clock",

@@ -43,9 +43,9 @@ pub struct UserChannel {
     pub replies: ReplyHub,
     pub status: Arc<StatusBoard>,
     pub confirmations: Arc<Confirmations>,
-    pub scheduler: crate::timer::control::Scheduler,
-    pub watches: crate::watch::set::WatchSet,
-    pub api_token: crate::webhook::api::ApiToken,
+    pub scheduler: crate::channels::timer::control::Scheduler,
+    pub watches: crate::channels::watch::set::WatchSet,
+    pub api_token: crate::channels::http::api::ApiToken,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live

@@ -145,7 +145,7 @@ impl Timer {
                 continue;
             }
             let beyond = due.len().saturating_sub(MAX_CATCH_UP);
-            let due = &due[..due.len() - beyond];
+            let due = due.get(..MAX_CATCH_UP).unwrap_or(&due);
             let plan = catch_up(
                 due,
                 now,
