@@ -12,6 +12,7 @@ mod files;
 mod http;
 mod interop;
 mod lifecycle;
+mod logs;
 mod mail;
 mod mail_corpus;
 mod mcp;

@@ -42,6 +42,18 @@ impl TestDaemon {
     }
 
     pub fn start_in_with_env(dir: TempDir, env: &[(&str, &str)]) -> Self {
+        Self::launch(dir, env, Stdio::inherit())
+    }
+
+    /// Like [`Self::start_with_env`], with the daemon's log (its stderr) written to `log`.
+    pub fn start_with_log(config: &str, env: &[(&str, &str)], log: &Path) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("write config");
+        let file = std::fs::File::create(log).expect("create the log file");
+        Self::launch(dir, env, Stdio::from(file))
+    }
+
+    fn launch(dir: TempDir, env: &[(&str, &str)], stderr: Stdio) -> Self {
         let notify_path = dir.path().join("notify.sock");
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
@@ -56,7 +68,7 @@ impl TestDaemon {
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn steward run");
         let mut buf = [0u8; 4096];

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus};
 use tokio::task::JoinSet;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
 use crate::budget::{ResultBudget, size_of};
@@ -109,14 +109,19 @@ impl ToolPipeline {
     /// Runs one call through every stage, the result cut to the tool's budget.
     pub async fn execute(&self, call: &ToolCallRequest, ctx: &ExecutionContext) -> ToolOutcome {
         let call = resolve(call);
-        let outcome = match self.prepare(&call) {
-            Ok(tool) => match self.authorize(&tool, &call, ctx) {
-                Some(refusal_or_pending) => refusal_or_pending,
-                None => self.perform(&tool, &call, ctx).await,
-            },
-            Err(outcome) => outcome,
-        };
-        self.within_budget(&call, outcome)
+        let span = call_span(&call, ctx);
+        async {
+            let outcome = match self.prepare(&call) {
+                Ok(tool) => match self.authorize(&tool, &call, ctx) {
+                    Some(refusal_or_pending) => refusal_or_pending,
+                    None => self.perform(&tool, &call, ctx).await,
+                },
+                Err(outcome) => outcome,
+            };
+            self.within_budget(&call, outcome)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Runs an action the owner approved: every stage again except policy, whose question
@@ -127,11 +132,16 @@ impl ToolPipeline {
         ctx: &ExecutionContext,
     ) -> ToolOutcome {
         let call = resolve(call);
-        let outcome = match self.prepare(&call) {
-            Ok(tool) => self.perform(&tool, &call, ctx).await,
-            Err(outcome) => outcome,
-        };
-        self.within_budget(&call, outcome)
+        let span = call_span(&call, ctx);
+        async {
+            let outcome = match self.prepare(&call) {
+                Ok(tool) => self.perform(&tool, &call, ctx).await,
+                Err(outcome) => outcome,
+            };
+            self.within_budget(&call, outcome)
+        }
+        .instrument(span)
+        .await
     }
 
     /// The policy decision alone, for checking edited arguments before an approval runs them.
@@ -332,9 +342,11 @@ impl ToolPipeline {
         debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
         let contract = Self::effective_contract(tool, &call.args);
         if contract.side_effect != SideEffect::ReadOnly {
-            return self
+            let outcome = self
                 .run_recorded(tool, call, contract.idempotent, &mut ctx)
                 .await;
+            info!(status = ?outcome.status, "a tool call that changes something finished");
+            return outcome;
         }
         let run = tool.handler.call(&call.args, &ctx);
         tokio::select! {
@@ -454,4 +466,20 @@ impl ToolPipeline {
             })
             .collect()
     }
+}
+
+/// The span of one call: every log line inside it (the pipeline's, the tool's) carries the
+/// call id, the tool and the event the call came from, so a log follows one input from its
+/// channel (the submitter's `event stored` line) to its side effect.
+fn call_span(call: &ToolCallRequest, ctx: &ExecutionContext) -> tracing::Span {
+    let span = tracing::info_span!(
+        "tool_call",
+        call_id = %call.call_id,
+        tool = %call.tool,
+        event_id = tracing::field::Empty
+    );
+    if let Some(event) = call.origin.or(ctx.origin_event) {
+        span.record("event_id", tracing::field::display(event));
+    }
+    span
 }

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use steward_events::{Event, EventState, UrgencyRule, classify_urgency};
 
+use tracing::info;
+
 use crate::store::{Inbox, StoreError, Submitted};
 
 #[derive(Clone, Debug)]
@@ -37,7 +39,11 @@ impl Submitter {
 
     /// Classifies and stores `event` for processing (see [`Inbox::submit`]).
     pub async fn submit(&self, event: Event) -> Result<Submitted, StoreError> {
-        self.inbox.submit(self.classified(event)).await
+        let event = self.classified(event);
+        let (channel, urgency) = (event.channel.clone(), event.urgency);
+        let submitted = self.inbox.submit(event).await?;
+        info!(event_id = %submitted.id, %channel, urgency = urgency.as_str(), duplicate_of = ?submitted.duplicate_of, "event stored");
+        Ok(submitted)
     }
 
     /// Classifies and records `event` as `rejected` (see [`Inbox::reject`]).

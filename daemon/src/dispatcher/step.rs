@@ -49,8 +49,45 @@ pub struct StepReport {
     pub last_message: Option<String>,
 }
 
+/// The ids of a step's events for its span: the first few, then how many more.
+fn event_ids(events: &[Event]) -> String {
+    const SHOWN: usize = 8;
+    let mut ids: Vec<String> = events
+        .iter()
+        .take(SHOWN)
+        .map(|e| e.id.to_string())
+        .collect();
+    if events.len() > SHOWN {
+        ids.push(format!("+{} more", events.len() - SHOWN));
+    }
+    ids.join(",")
+}
+
 impl StepRunner {
     pub async fn run(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        events: &[Event],
+        items: Vec<TrajectoryItem>,
+        flush: MergeFlush,
+        cancel: CancellationToken,
+    ) -> StepReport {
+        // Every log line of the step, its tool calls' included, names the step and its events.
+        let span = tracing::info_span!(
+            "step",
+            trajectory = %trajectory.id(),
+            step,
+            events = %event_ids(events)
+        );
+        tracing::Instrument::instrument(
+            self.run_in_span(trajectory, step, events, items, flush, cancel),
+            span,
+        )
+        .await
+    }
+
+    async fn run_in_span(
         &self,
         trajectory: &Trajectory,
         step: u64,
