@@ -206,6 +206,15 @@ pub enum StepEnd {
     },
 }
 
+/// Whether the model answers (`brain_state` in `steward status --json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrainState {
+    Ok,
+    /// The last model call failed; events wait and the step runs again later.
+    Degraded,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// The daemon's version.
@@ -216,7 +225,7 @@ pub struct StatusReport {
     pub data_dir: PathBuf,
     pub brain: String,
     /// `ok`, or `degraded` while the model is unreachable.
-    pub brain_state: String,
+    pub brain_state: BrainState,
     pub brain_last_error: Option<String>,
     pub channels: Vec<ChannelStatus>,
     pub inbox_pending: u64,

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::brain::TokenUsage;
 use crate::channels::ChannelHealth;
-use crate::protocol::{ChannelStatus, StatusReport, StepStatus};
+use crate::protocol::{BrainState, ChannelStatus, StatusReport, StepStatus};
 use crate::store::Inbox;
 
 #[derive(Debug)]
@@ -173,11 +173,10 @@ impl StatusBoard {
             data_dir: self.data_dir.clone(),
             brain: lock(&self.brain).clone(),
             brain_state: if brain_error.is_some() {
-                "degraded"
+                BrainState::Degraded
             } else {
-                "ok"
-            }
-            .to_owned(),
+                BrainState::Ok
+            },
             brain_last_error: brain_error,
             channels: lock(&self.channels)
                 .iter()

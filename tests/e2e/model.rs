@@ -206,7 +206,11 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
         "the message was merged once and answered by the retried step"
     );
     let status = daemon.status().await;
-    assert_eq!(status.brain_state, "ok", "{status:?}");
+    assert_eq!(
+        status.brain_state,
+        steward_daemon::protocol::BrainState::Ok,
+        "{status:?}"
+    );
 }
 
 fn text_answer(text: &str) -> String {
