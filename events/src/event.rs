@@ -265,17 +265,71 @@ pub enum EventState {
     Handled { outcome: String },
 }
 
-impl EventState {
-    pub fn name(&self) -> &'static str {
+/// Which state, without its details: what listings filter on (`steward events --state`,
+/// `GET /v1/events?state=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    Pending,
+    Merged,
+    Duplicate,
+    Rejected,
+    Dead,
+    Missed,
+    Handled,
+}
+
+impl StateKind {
+    const ALL: [StateKind; 7] = [
+        StateKind::Pending,
+        StateKind::Merged,
+        StateKind::Duplicate,
+        StateKind::Rejected,
+        StateKind::Dead,
+        StateKind::Missed,
+        StateKind::Handled,
+    ];
+
+    pub fn name(self) -> &'static str {
         match self {
-            EventState::Pending => "pending",
-            EventState::Merged { .. } => "merged",
-            EventState::Duplicate { .. } => "duplicate",
-            EventState::Rejected { .. } => "rejected",
-            EventState::Dead { .. } => "dead",
-            EventState::Missed { .. } => "missed",
-            EventState::Handled { .. } => "handled",
+            StateKind::Pending => "pending",
+            StateKind::Merged => "merged",
+            StateKind::Duplicate => "duplicate",
+            StateKind::Rejected => "rejected",
+            StateKind::Dead => "dead",
+            StateKind::Missed => "missed",
+            StateKind::Handled => "handled",
         }
+    }
+
+    /// A state by its name, or why not.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "{name:?} is not an event state: expected one of {}",
+                    EventState::NAMES.join(", ")
+                )
+            })
+    }
+}
+
+impl EventState {
+    pub fn kind(&self) -> StateKind {
+        match self {
+            EventState::Pending => StateKind::Pending,
+            EventState::Merged { .. } => StateKind::Merged,
+            EventState::Duplicate { .. } => StateKind::Duplicate,
+            EventState::Rejected { .. } => StateKind::Rejected,
+            EventState::Dead { .. } => StateKind::Dead,
+            EventState::Missed { .. } => StateKind::Missed,
+            EventState::Handled { .. } => StateKind::Handled,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -291,4 +345,20 @@ impl EventState {
         "missed",
         "handled",
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_and_kinds_agree() {
+        let names: Vec<&str> = StateKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, EventState::NAMES);
+        for name in EventState::NAMES {
+            assert_eq!(StateKind::parse(name).map(StateKind::name), Ok(name));
+        }
+        let error = StateKind::parse("done").unwrap_err();
+        assert!(error.contains("expected one of pending, merged"), "{error}");
+    }
 }

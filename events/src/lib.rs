@@ -16,7 +16,7 @@ mod urgency;
 
 pub use event::{
     EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment, ScheduledAction, Sender,
-    Source, Trust,
+    Source, StateKind, Trust,
 };
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};

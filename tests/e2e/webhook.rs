@@ -658,4 +658,21 @@ async fn an_empty_message_is_rejected_by_http_as_by_the_socket() {
         crate::support::merged_ids(&merged).is_empty(),
         "no step ran: {merged:#?}"
     );
+    // The state filter is checked as the CLI checks it, not matched as a string.
+    let rejected = get_json(&client, format!("{base}/v1/events?state=rejected"), &token).await;
+    assert_eq!(rejected.as_array().map(Vec::len), Some(3), "{rejected}");
+    let bogus = client
+        .get(format!("{base}/v1/events?state=done"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bogus.status(), 400);
+    let body: Value = serde_json::from_slice(&bogus.bytes().await.unwrap()).unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not an event state")),
+        "{body}"
+    );
 }

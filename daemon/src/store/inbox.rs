@@ -314,13 +314,13 @@ impl Inbox {
     pub fn list(
         &self,
         limit: Option<usize>,
-        state: Option<&str>,
+        state: Option<steward_events::StateKind>,
     ) -> Result<Vec<EventRecord>, StoreError> {
         let mut records = Vec::new();
         for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
             let (_, bytes) = entry?;
             let record: EventRecord = decode("events", &bytes)?;
-            if state.is_none_or(|s| record.state.name() == s) {
+            if state.is_none_or(|s| record.state.kind() == s) {
                 records.push(record);
                 if limit.is_some_and(|l| records.len() >= l) {
                     break;

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use steward_events::{Event, Payload, Sender, Source, Trust, Urgency};
+use steward_events::{Event, Payload, Sender, Source, StateKind, Trust, Urgency};
 
 use super::verify::constant_time_eq;
 use crate::confirmations::{Answer, Confirmations};
@@ -217,11 +217,11 @@ struct Listing {
 }
 
 async fn events(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
-    match api
-        .submitter
-        .inbox()
-        .list(listing.limit, listing.state.as_deref())
-    {
+    let state = match listing.state.as_deref().map(StateKind::parse).transpose() {
+        Ok(state) => state,
+        Err(message) => return bad_request(message),
+    };
+    match api.submitter.inbox().list(listing.limit, state) {
         Ok(records) => {
             let rows: Vec<EventRow> = records.iter().map(EventRow::from).collect();
             json_response(StatusCode::OK, json!(rows))

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, EventId, Payload, Sender, Source, Trust, Urgency};
+use steward_events::{Event, EventId, Payload, Sender, Source, StateKind, Trust, Urgency};
 use steward_tools::ToolRegistry;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -525,8 +525,12 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
+        let state = match state.as_deref().map(StateKind::parse).transpose() {
+            Ok(state) => state,
+            Err(message) => return s.write(&Response::Error { message }).await,
+        };
         let mut changes = follow.then(|| self.submitter.inbox().subscribe());
-        let records = match self.submitter.inbox().list(limit, state.as_deref()) {
+        let records = match self.submitter.inbox().list(limit, state) {
             Ok(records) => records,
             Err(e) => {
                 return s
@@ -557,8 +561,7 @@ impl UserChannel {
                     let record = change.0;
                     // Skip what the listing above already showed in its final state.
                     let already_shown = record.arrival <= shown && !record.state.is_terminal();
-                    if !already_shown && state.as_deref().is_none_or(|st| record.state.name() == st)
-                    {
+                    if !already_shown && state.is_none_or(|st| record.state.kind() == st) {
                         s.write(&Response::Event {
                             event: EventRow::from(&record),
                         })
