@@ -78,3 +78,128 @@ pub struct ToolContract {
     pub disableable: bool,
     pub allowed_in_lane: bool,
 }
+
+/// Result bytes kept before spilling, unless a tool says otherwise.
+pub const DEFAULT_RESULT_BUDGET: usize = 16 * 1024;
+
+/// Contracts are built from what a tool is, then what sets it apart: the constructor fixes
+/// the side effect and the defaults that follow from it, so a tool names only its
+/// differences (`ToolContract::read_only("fs_read", …).group("group:fs").budget(64 * 1024)`).
+impl ToolContract {
+    /// Only reads: idempotent, safe beside other calls, allowed in lanes.
+    pub fn read_only(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            side_effect: SideEffect::ReadOnly,
+            idempotent: true,
+            concurrency: Concurrency::Safe,
+            tier: Tier::Core,
+            source: ToolSource::Builtin,
+            groups: Vec::new(),
+            usage_guidance: None,
+            search_hint: None,
+            result_budget: DEFAULT_RESULT_BUDGET,
+            disableable: true,
+            allowed_in_lane: true,
+        }
+    }
+
+    /// Changes something: not idempotent (so confirmed first) until said otherwise, runs
+    /// alone, not in lanes.
+    pub fn write(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> Self {
+        Self {
+            side_effect: SideEffect::Write,
+            idempotent: false,
+            concurrency: Concurrency::Unsafe,
+            allowed_in_lane: false,
+            ..Self::read_only(name, description, parameters)
+        }
+    }
+
+    /// Changes the system (processes, packages, services): like [`Self::write`].
+    pub fn system_change(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> Self {
+        Self {
+            side_effect: SideEffect::SystemChange,
+            ..Self::write(name, description, parameters)
+        }
+    }
+
+    /// The constructor for `side_effect`, for helpers that declare several tools at once.
+    pub fn with_effect(
+        side_effect: SideEffect,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+    ) -> Self {
+        match side_effect {
+            SideEffect::ReadOnly => Self::read_only(name, description, parameters),
+            SideEffect::Write => Self::write(name, description, parameters),
+            SideEffect::SystemChange => Self::system_change(name, description, parameters),
+        }
+    }
+
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    pub fn tier(mut self, tier: Tier) -> Self {
+        self.tier = tier;
+        self
+    }
+
+    pub fn source(mut self, source: ToolSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.groups.push(group.into());
+        self
+    }
+
+    pub fn guidance(mut self, text: impl Into<String>) -> Self {
+        self.usage_guidance = Some(text.into());
+        self
+    }
+
+    pub fn hint(mut self, words: impl Into<String>) -> Self {
+        self.search_hint = Some(words.into());
+        self
+    }
+
+    pub fn budget(mut self, bytes: usize) -> Self {
+        self.result_budget = bytes;
+        self
+    }
+
+    /// A tool the selection can never turn off (finding tools, reaching the owner).
+    pub fn always_enabled(mut self) -> Self {
+        self.disableable = false;
+        self
+    }
+
+    pub fn in_lane(mut self, allowed: bool) -> Self {
+        self.allowed_in_lane = allowed;
+        self
+    }
+}

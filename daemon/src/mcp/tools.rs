@@ -26,8 +26,7 @@ use serde_json::{Value, json};
 use steward_config::McpServerConfig;
 use steward_events::ToolOutcome;
 use steward_tools::{
-    Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler,
-    ToolSource,
+    ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler, ToolSource,
 };
 
 use super::connection::Connection;
@@ -180,34 +179,25 @@ pub fn contract(server: &McpServerConfig, tool: &Value, name: String) -> Option<
     if let Some(schema) = parameters.as_object_mut() {
         schema.entry("type").or_insert_with(|| json!("object"));
     }
-    Some(ToolContract {
-        name,
-        description,
-        parameters,
-        side_effect: if read_only {
-            SideEffect::ReadOnly
-        } else {
-            SideEffect::Write
-        },
-        idempotent,
-        concurrency: if read_only {
-            Concurrency::Safe
-        } else {
-            Concurrency::Unsafe
-        },
-        tier: if server.defer {
+    let effect = if read_only {
+        SideEffect::ReadOnly
+    } else {
+        SideEffect::Write
+    };
+    let mut contract = ToolContract::with_effect(effect, name, description, parameters)
+        .idempotent(idempotent)
+        .tier(if server.defer {
             Tier::Deferred
         } else {
             Tier::Core
-        },
-        source: ToolSource::Mcp(server.name.clone()),
-        groups: vec![format!("group:mcp:{}", server.name)],
-        usage_guidance: None,
-        search_hint: title.map(str::to_owned),
-        result_budget: 64 * 1024,
-        disableable: true,
-        allowed_in_lane: read_only,
-    })
+        })
+        .source(ToolSource::Mcp(server.name.clone()))
+        .group(format!("group:mcp:{}", server.name))
+        .budget(64 * 1024);
+    if let Some(title) = title {
+        contract = contract.hint(title);
+    }
+    Some(contract)
 }
 
 /// Calls one tool of one connected server.

@@ -5,31 +5,22 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "echo".into(),
-        description: "Return the given text unchanged.".into(),
-        parameters: json!({
+    ToolContract::read_only(
+        "echo",
+        "Return the given text unchanged.",
+        json!({
             "type": "object",
             "properties": {"text": {"type": "string", "description": "What to return."}},
             "required": ["text"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:debug".into()],
-        usage_guidance: None,
-        search_hint: Some("repeat print test".into()),
-        result_budget: 16 * 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+    )
+    .group("group:debug")
+    .hint("repeat print test")
 }
 
 pub(super) struct Echo;

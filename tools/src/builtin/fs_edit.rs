@@ -6,14 +6,14 @@ use steward_events::ToolOutcome;
 
 use super::fs_write::{remember, write_atomically};
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "fs_edit".into(),
-        description: "Replace exact text in a file you have read.".into(),
-        parameters: json!({
+    ToolContract::write(
+"fs_edit",
+"Replace exact text in a file you have read.",
+json!({
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
@@ -24,19 +24,13 @@ pub(super) fn contract() -> ToolContract {
             "required": ["path", "old_text", "new_text"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::Write,
-        // A repeated edit finds its old text gone and changes nothing.
-        idempotent: true,
-        concurrency: Concurrency::Unsafe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: Some("old_text must match the file exactly and occur once; include surrounding lines to make it unique.".into()),
-        search_hint: Some("modify replace change patch file".into()),
-        result_budget: 4 * 1024,
-        disableable: true,
-        allowed_in_lane: false,
-    }
+)
+// A repeated edit finds its old text gone and changes nothing.
+.idempotent(true)
+.group("group:fs")
+.guidance("old_text must match the file exactly and occur once; include surrounding lines to make it unique.")
+.hint("modify replace change patch file")
+.budget(4 * 1024)
 }
 
 pub(super) struct FsEdit;

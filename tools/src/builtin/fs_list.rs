@@ -4,32 +4,24 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{ToolFuture, ToolHandler};
 
 const MAX_ENTRIES: usize = 1000;
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "fs_list".into(),
-        description: "List a directory of the workspace.".into(),
-        parameters: json!({
+    ToolContract::read_only(
+"fs_list",
+"List a directory of the workspace.",
+json!({
             "type": "object",
             "properties": {"path": {"type": "string", "description": "Default: the workspace root."}},
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: None,
-        search_hint: Some("ls directory folder entries".into()),
-        result_budget: 64 * 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+)
+.group("group:fs")
+.hint("ls directory folder entries")
+.budget(64 * 1024)
 }
 
 pub(super) struct FsList;

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::files::FileStamp;
 use crate::registry::{ToolFuture, ToolHandler};
 
@@ -14,11 +14,10 @@ const DEFAULT_LIMIT: u64 = 2000;
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "fs_read".into(),
-        description: "Read lines of a text file in the workspace. Returns which lines of how many."
-            .into(),
-        parameters: json!({
+    ToolContract::read_only(
+"fs_read",
+"Read lines of a text file in the workspace. Returns which lines of how many.",
+json!({
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "Path relative to the workspace (or absolute inside it)."},
@@ -28,18 +27,11 @@ pub(super) fn contract() -> ToolContract {
             "required": ["path"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: Some("Read a file before changing it with fs_write or fs_edit.".into()),
-        search_hint: Some("open view cat file contents lines".into()),
-        result_budget: 100 * 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+)
+.group("group:fs")
+.guidance("Read a file before changing it with fs_write or fs_edit.")
+.hint("open view cat file contents lines")
+.budget(100 * 1024)
 }
 
 pub(super) struct FsRead;

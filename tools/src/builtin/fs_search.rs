@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{ToolFuture, ToolHandler};
 
 const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
@@ -23,27 +23,19 @@ fn search_contract(
     required: &[&str],
     hint: &str,
 ) -> ToolContract {
-    ToolContract {
-        name: name.into(),
-        description: description.into(),
-        parameters: json!({
+    ToolContract::read_only(
+        name,
+        description,
+        json!({
             "type": "object",
             "properties": properties,
             "required": required,
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: None,
-        search_hint: Some(hint.into()),
-        result_budget: 100 * 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+    )
+    .group("group:fs")
+    .hint(hint)
+    .budget(100 * 1024)
 }
 
 pub(super) fn glob_contract() -> ToolContract {

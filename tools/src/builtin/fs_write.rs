@@ -8,15 +8,15 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::files::FileStamp;
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "fs_write".into(),
-        description: "Create a file, or replace one you have read, in the workspace.".into(),
-        parameters: json!({
+    ToolContract::write(
+        "fs_write",
+        "Create a file, or replace one you have read, in the workspace.",
+        json!({
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
@@ -25,22 +25,13 @@ pub(super) fn contract() -> ToolContract {
             "required": ["path", "content"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::Write,
-        // Writing the same content again leaves the same file.
-        idempotent: true,
-        concurrency: Concurrency::Unsafe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: Some(
-            "Existing files must be read with fs_read first; prefer fs_edit for small changes."
-                .into(),
-        ),
-        search_hint: Some("save create overwrite file".into()),
-        result_budget: 4 * 1024,
-        disableable: true,
-        allowed_in_lane: false,
-    }
+    )
+    // Writing the same content again leaves the same file.
+    .idempotent(true)
+    .group("group:fs")
+    .guidance("Existing files must be read with fs_read first; prefer fs_edit for small changes.")
+    .hint("save create overwrite file")
+    .budget(4 * 1024)
 }
 
 pub(super) struct FsWrite;

@@ -16,17 +16,18 @@ use serde_json::{Map, Value, json};
 use steward_events::{ToolOutcome, ToolStatus};
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::{Concurrency, SideEffect, ToolContract};
 use crate::registry::{ToolFuture, ToolHandler};
 
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 const MAX_REDIRECTS: usize = 5;
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "http_request".into(),
-        description: "Make an HTTP request. GET/HEAD read; other methods act and need confirmation.".into(),
-        parameters: json!({
+    // Per call: see `effect_for`.
+    ToolContract::write(
+"http_request",
+"Make an HTTP request. GET/HEAD read; other methods act and need confirmation.",
+json!({
             "type": "object",
             "properties": {
                 "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]},
@@ -38,19 +39,13 @@ pub(super) fn contract() -> ToolContract {
             "required": ["method", "url"],
             "additionalProperties": false
         }),
-        // Per call: see `effect_for`.
-        side_effect: SideEffect::Write,
-        idempotent: false,
-        concurrency: Concurrency::FromArgs,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:web".into()],
-        usage_guidance: Some("Use GET to read. POST/PUT/PATCH/DELETE act on the world and wait for the owner's confirmation.".into()),
-        search_hint: Some("http api post get webhook url request".into()),
-        result_budget: 100 * 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+)
+.concurrency(Concurrency::FromArgs)
+.group("group:web")
+.guidance("Use GET to read. POST/PUT/PATCH/DELETE act on the world and wait for the owner's confirmation.")
+.hint("http api post get webhook url request")
+.budget(100 * 1024)
+.in_lane(true)
 }
 
 pub(crate) struct HttpRequest {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::{SideEffect, ToolContract};
 use crate::registry::{ToolFuture, ToolHandler, ToolRegistryBuilder};
 
 const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -83,6 +83,8 @@ pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRe
         )
 }
 
+/// A memory tool: its own schema, and what every memory tool shares (idempotent — writing
+/// or deleting the same note again leaves the same memory — its group, words and budget).
 fn contract(
     name: &str,
     description: &str,
@@ -90,33 +92,17 @@ fn contract(
     properties: Value,
     required: &[&str],
 ) -> ToolContract {
-    let read_only = side_effect == SideEffect::ReadOnly;
-    ToolContract {
-        name: name.into(),
-        description: description.into(),
-        parameters: json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false
-        }),
-        side_effect,
-        // Writing or deleting the same note again leaves the same memory.
-        idempotent: true,
-        concurrency: if read_only {
-            Concurrency::Safe
-        } else {
-            Concurrency::Unsafe
-        },
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:memory".into()],
-        usage_guidance: None,
-        search_hint: Some("remember recall note store fact".into()),
-        result_budget: 100 * 1024,
-        disableable: true,
-        allowed_in_lane: read_only,
-    }
+    let parameters = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    });
+    ToolContract::with_effect(side_effect, name, description, parameters)
+        .idempotent(true)
+        .group("group:memory")
+        .hint("remember recall note store fact")
+        .budget(100 * 1024)
 }
 
 #[derive(Clone, Copy)]

@@ -6,32 +6,30 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::{Concurrency, ToolContract};
 use crate::registry::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "notify_owner".into(),
-        description: "Send a short message to the owner now (not a reply to the current message).".into(),
-        parameters: json!({
+    ToolContract::write(
+        "notify_owner",
+        "Send a short message to the owner now (not a reply to the current message).",
+        json!({
             "type": "object",
             "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 4000}},
             "required": ["text"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::Write,
-        // A repeated call for the same event is replayed from the ledger, not sent twice.
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:messaging".into()],
-        usage_guidance: Some("Use for things the owner should know now; replies to the current message need no tool.".into()),
-        search_hint: Some("message tell alert remind owner".into()),
-        result_budget: 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+    )
+    // A repeated call for the same event is replayed from the ledger, not sent twice.
+    .idempotent(true)
+    .concurrency(Concurrency::Safe)
+    .group("group:messaging")
+    .guidance(
+        "Use for things the owner should know now; replies to the current message need no tool.",
+    )
+    .hint("message tell alert remind owner")
+    .budget(1024)
+    .in_lane(true)
 }
 
 pub(super) struct NotifyOwner;

@@ -15,7 +15,7 @@ use steward_events::{ToolOutcome, ToolStatus};
 use tokio::io::AsyncReadExt;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{Safety, ToolFuture, ToolHandler};
 use crate::safety::{CommandTier, ShellContext, classify_shell};
 
@@ -28,10 +28,12 @@ const KEPT_ENV: [&str; 8] = [
 ];
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "shell".into(),
-        description: "Run a shell command in the workspace; returns exit code, stdout and stderr.".into(),
-        parameters: json!({
+    // Safe commands run like an idempotent write; the command's own safety check asks
+    // for confirmation of dangerous ones and blocks catastrophic ones.
+    ToolContract::write(
+"shell",
+"Run a shell command in the workspace; returns exit code, stdout and stderr.",
+json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "minLength": 1},
@@ -40,20 +42,12 @@ pub(super) fn contract() -> ToolContract {
             "required": ["command"],
             "additionalProperties": false
         }),
-        // Safe commands run like an idempotent write; the command's own safety check asks
-        // for confirmation of dangerous ones and blocks catastrophic ones.
-        side_effect: SideEffect::Write,
-        idempotent: true,
-        concurrency: Concurrency::Unsafe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:runtime".into()],
-        usage_guidance: Some("Destructive commands (rm, force pushes, installs) need the owner's confirmation; some are blocked outright.".into()),
-        search_hint: Some("bash run execute command terminal".into()),
-        result_budget: 100 * 1024,
-        disableable: true,
-        allowed_in_lane: false,
-    }
+)
+.idempotent(true)
+.group("group:runtime")
+.guidance("Destructive commands (rm, force pushes, installs) need the owner's confirmation; some are blocked outright.")
+.hint("bash run execute command terminal")
+.budget(100 * 1024)
 }
 
 pub(super) struct Shell;

@@ -8,35 +8,26 @@ use steward_events::ToolOutcome;
 use tokio::time::Instant;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::ToolContract;
 use crate::registry::{ToolFuture, ToolHandler};
 
 /// A day: long enough for any test or reminder-style wait, short enough to catch typos.
 const MAX_SECS: f64 = 86_400.0;
 
 pub(super) fn contract() -> ToolContract {
-    ToolContract {
-        name: "sleep".into(),
-        description:
-            "Wait for the given number of seconds; returns early if the step is cancelled.".into(),
-        parameters: json!({
+    ToolContract::read_only(
+        "sleep",
+        "Wait for the given number of seconds; returns early if the step is cancelled.",
+        json!({
             "type": "object",
             "properties": {"secs": {"type": "number", "minimum": 0, "maximum": MAX_SECS}},
             "required": ["secs"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:debug".into()],
-        usage_guidance: None,
-        search_hint: Some("wait pause delay".into()),
-        result_budget: 1024,
-        disableable: true,
-        allowed_in_lane: true,
-    }
+    )
+    .group("group:debug")
+    .hint("wait pause delay")
+    .budget(1024)
 }
 
 pub(super) struct Sleep;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+use crate::contract::{Concurrency, ToolContract};
 use crate::registry::{ToolFuture, ToolHandler, ToolRegistry};
 use crate::search::parse_query;
 
@@ -23,13 +23,12 @@ const DEFAULT_RESULTS: u64 = 5;
 const MAX_RESULTS: u64 = 20;
 
 pub fn search_contract() -> ToolContract {
-    ToolContract {
-        name: "tool_search".into(),
-        description: "Find tools that are not loaded yet and get their full schemas. Query forms: \
+    ToolContract::read_only(
+"tool_search",
+"Find tools that are not loaded yet and get their full schemas. Query forms: \
 \"select:name1,name2\" loads tools by exact name; free keywords rank tools by relevance; \
-\"+word more words\" requires `word` in the tool's name."
-            .into(),
-        parameters: json!({
+\"+word more words\" requires `word` in the tool's name.",
+json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "select:a,b | keywords | +name_word keywords"},
@@ -38,29 +37,20 @@ pub fn search_contract() -> ToolContract {
             "required": ["query"],
             "additionalProperties": false
         }),
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::Safe,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:tools".into()],
-        usage_guidance: Some(
-            "Tools listed by name in the system text are loaded with it. Call a found tool by \
-its name, or through call_tool. If a tool fails to execute, do not search for it again."
-                .into(),
-        ),
-        search_hint: None,
-        result_budget: 64 * 1024,
-        disableable: false,
-        allowed_in_lane: true,
-    }
+)
+.group("group:tools")
+.guidance("Tools listed by name in the system text are loaded with it. Call a found tool by \
+its name, or through call_tool. If a tool fails to execute, do not search for it again.")
+.budget(64 * 1024)
+.always_enabled()
 }
 
 pub fn call_contract() -> ToolContract {
-    ToolContract {
-        name: "call_tool".into(),
-        description: "Call a tool found with tool_search by its name, with its arguments.".into(),
-        parameters: json!({
+    // The inner call's own contract decides everything; see the module docs.
+    ToolContract::read_only(
+"call_tool",
+"Call a tool found with tool_search by its name, with its arguments.",
+json!({
             "type": "object",
             "properties": {
                 "name": {"type": "string", "description": "The tool's name."},
@@ -69,19 +59,11 @@ pub fn call_contract() -> ToolContract {
             "required": ["name"],
             "additionalProperties": false
         }),
-        // The inner call's own contract decides everything; see the module docs.
-        side_effect: SideEffect::ReadOnly,
-        idempotent: true,
-        concurrency: Concurrency::FromArgs,
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:tools".into()],
-        usage_guidance: None,
-        search_hint: None,
-        result_budget: 64 * 1024,
-        disableable: false,
-        allowed_in_lane: true,
-    }
+)
+.concurrency(Concurrency::FromArgs)
+.group("group:tools")
+.budget(64 * 1024)
+.always_enabled()
 }
 
 /// The inner call of a `call_tool` call: `(name, arguments)`.

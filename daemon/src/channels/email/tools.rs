@@ -7,10 +7,7 @@
 use futures_util::TryStreamExt;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
-use steward_tools::{
-    Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler,
-    ToolRegistryBuilder, ToolSource,
-};
+use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
 use super::account::bounded;
 use super::outbound::{Outgoing, Parent};
@@ -20,28 +17,12 @@ use super::{EmailHandle, EmailParts};
 /// Listing results, at most.
 const MAX_LIST: usize = 100;
 
-fn contract(name: &str, description: &str, parameters: Value, effect: SideEffect) -> ToolContract {
-    let read_only = effect == SideEffect::ReadOnly;
-    ToolContract {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-        side_effect: effect,
-        idempotent: read_only,
-        concurrency: if read_only {
-            Concurrency::Safe
-        } else {
-            Concurrency::Unsafe
-        },
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:email".into()],
-        usage_guidance: None,
-        search_hint: Some("email mail inbox message send reply imap smtp".into()),
-        result_budget: 64 * 1024,
-        disableable: true,
-        allowed_in_lane: read_only,
-    }
+/// What every email tool shares (reading is idempotent, sending is not: the defaults).
+fn email_tool(contract: ToolContract) -> ToolContract {
+    contract
+        .group("group:email")
+        .hint("email mail inbox message send reply imap smtp")
+        .budget(64 * 1024)
 }
 
 /// Adds the four tools; they use whatever account `parts` holds when they run (a reload
@@ -49,7 +30,7 @@ fn contract(name: &str, description: &str, parameters: Value, effect: SideEffect
 pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegistryBuilder {
     let addresses =
         json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50});
-    let search = contract(
+    let search = email_tool(ToolContract::read_only(
         "email_search",
         "Search the mailbox; newest first. Returns uid, from, subject, date and message_id of each match.",
         json!({
@@ -64,9 +45,8 @@ pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegist
             },
             "additionalProperties": false
         }),
-        SideEffect::ReadOnly,
-    );
-    let read = contract(
+    ));
+    let read = email_tool(ToolContract::read_only(
         "email_read",
         "Read one message by uid (from email_search): headers, text body, attachment names.",
         json!({
@@ -75,9 +55,8 @@ pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegist
             "required": ["uid"],
             "additionalProperties": false
         }),
-        SideEffect::ReadOnly,
-    );
-    let send = contract(
+    ));
+    let send = email_tool(ToolContract::write(
         "email_send",
         "Send a new email (plain text) from the assistant's address. Asks the owner first.",
         json!({
@@ -91,9 +70,8 @@ pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegist
             "required": ["to", "subject", "body"],
             "additionalProperties": false
         }),
-        SideEffect::Write,
-    );
-    let reply = contract(
+    ));
+    let reply = email_tool(ToolContract::write(
         "email_reply",
         "Reply in the thread of a message in the mailbox (to its sender; `all` adds the other recipients). Asks the owner first.",
         json!({
@@ -107,8 +85,7 @@ pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegist
             "required": ["message_id", "body"],
             "additionalProperties": false
         }),
-        SideEffect::Write,
-    );
+    ));
     let tool = |op| EmailTool {
         op,
         parts: parts.clone(),

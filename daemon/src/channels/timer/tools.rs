@@ -6,40 +6,16 @@
 
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
-use steward_tools::{
-    Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler,
-    ToolRegistryBuilder, ToolSource,
-};
+use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
 use super::control::{NewJob, Scheduler};
 
-fn contract(
-    name: &str,
-    description: &str,
-    parameters: Value,
-    effect: SideEffect,
-    idempotent: bool,
-) -> ToolContract {
-    ToolContract {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-        side_effect: effect,
-        idempotent,
-        concurrency: if effect == SideEffect::ReadOnly {
-            Concurrency::Safe
-        } else {
-            Concurrency::Unsafe
-        },
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:schedule".into()],
-        usage_guidance: None,
-        search_hint: Some("schedule timer cron reminder recurring later every".into()),
-        result_budget: 32 * 1024,
-        disableable: true,
-        allowed_in_lane: effect == SideEffect::ReadOnly,
-    }
+/// What every scheduling tool shares: its group, its search words, its result budget.
+fn schedule_tool(contract: ToolContract) -> ToolContract {
+    contract
+        .group("group:schedule")
+        .hint("schedule timer cron reminder recurring later every")
+        .budget(32 * 1024)
 }
 
 fn by_name(description: &str) -> Value {
@@ -53,10 +29,7 @@ fn by_name(description: &str) -> Value {
 
 /// Adds the six tools, all backed by `scheduler`.
 pub fn register(builder: ToolRegistryBuilder, scheduler: &Scheduler) -> ToolRegistryBuilder {
-    let create = contract(
-        "cron_create",
-        "Schedule a job: a cron expression (5 or 6 fields), `every 10m`, or `at <RFC 3339 time>` / `at +20m`. At each occurrence the job's text comes to you as an event, or its action (a tool call) runs without you.",
-        json!({
+    let create = schedule_tool(ToolContract::write("cron_create", "Schedule a job: a cron expression (5 or 6 fields), `every 10m`, or `at <RFC 3339 time>` / `at +20m`. At each occurrence the job's text comes to you as an event, or its action (a tool call) runs without you.", json!({
             "type": "object",
             "properties": {
                 "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
@@ -74,45 +47,37 @@ pub fn register(builder: ToolRegistryBuilder, scheduler: &Scheduler) -> ToolRegi
             },
             "required": ["name", "schedule"],
             "additionalProperties": false
-        }),
-        SideEffect::Write,
-        true,
-    );
-    let list = contract(
+        })).idempotent(true));
+    let list = schedule_tool(ToolContract::read_only(
         "cron_list",
         "List the scheduled jobs with their next run and last outcome.",
         json!({"type": "object", "additionalProperties": false}),
-        SideEffect::ReadOnly,
-        true,
+    ));
+    let delete = schedule_tool(
+        ToolContract::write(
+            "cron_delete",
+            "Delete a scheduled job made at run time.",
+            by_name("The job"),
+        )
+        .idempotent(true),
     );
-    let delete = contract(
-        "cron_delete",
-        "Delete a scheduled job made at run time.",
-        by_name("The job"),
-        SideEffect::Write,
-        true,
+    let pause = schedule_tool(
+        ToolContract::write("cron_pause", "Pause a scheduled job.", by_name("The job"))
+            .idempotent(true),
     );
-    let pause = contract(
-        "cron_pause",
-        "Pause a scheduled job.",
-        by_name("The job"),
-        SideEffect::Write,
-        true,
+    let resume = schedule_tool(
+        ToolContract::write(
+            "cron_resume",
+            "Resume a paused job (what fell during the pause does not run).",
+            by_name("The job"),
+        )
+        .idempotent(true),
     );
-    let resume = contract(
-        "cron_resume",
-        "Resume a paused job (what fell during the pause does not run).",
-        by_name("The job"),
-        SideEffect::Write,
-        true,
-    );
-    let trigger = contract(
+    let trigger = schedule_tool(ToolContract::write(
         "cron_trigger",
         "Run one occurrence of a job now (marked manual).",
         by_name("The job"),
-        SideEffect::Write,
-        false,
-    );
+    ));
     let handler = |op| CronTool {
         op,
         scheduler: scheduler.clone(),

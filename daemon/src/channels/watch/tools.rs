@@ -4,41 +4,21 @@
 
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
-use steward_tools::{
-    Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler,
-    ToolRegistryBuilder, ToolSource,
-};
+use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
 use super::set::{WatchRow, WatchSet};
 
-fn contract(name: &str, description: &str, parameters: Value, effect: SideEffect) -> ToolContract {
-    ToolContract {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-        side_effect: effect,
-        idempotent: true,
-        concurrency: if effect == SideEffect::ReadOnly {
-            Concurrency::Safe
-        } else {
-            Concurrency::Unsafe
-        },
-        tier: Tier::Core,
-        source: ToolSource::Builtin,
-        groups: vec!["group:fs".into()],
-        usage_guidance: None,
-        search_hint: Some("watch folder directory changes notify files appear".into()),
-        result_budget: 32 * 1024,
-        disableable: true,
-        allowed_in_lane: effect == SideEffect::ReadOnly,
-    }
+/// What every watch tool shares (all idempotent: the same watch made or removed twice
+/// leaves the same set).
+fn watch_tool(contract: ToolContract) -> ToolContract {
+    contract
+        .group("group:fs")
+        .hint("watch folder directory changes notify files appear")
+        .budget(32 * 1024)
 }
 
 pub fn register(builder: ToolRegistryBuilder, watches: &WatchSet) -> ToolRegistryBuilder {
-    let create = contract(
-        "watch_create",
-        "Watch a directory: changes under it (debounced, bursts coalesced) come to you as events.",
-        json!({
+    let create = watch_tool(ToolContract::write("watch_create", "Watch a directory: changes under it (debounced, bursts coalesced) come to you as events.", json!({
             "type": "object",
             "properties": {
                 "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
@@ -52,21 +32,13 @@ pub fn register(builder: ToolRegistryBuilder, watches: &WatchSet) -> ToolRegistr
             },
             "required": ["name", "path"],
             "additionalProperties": false
-        }),
-        SideEffect::Write,
-    );
-    let list = contract(
+        })).idempotent(true));
+    let list = watch_tool(ToolContract::read_only(
         "watch_list",
         "List the file watches and their state.",
         json!({"type": "object", "additionalProperties": false}),
-        SideEffect::ReadOnly,
-    );
-    let delete = contract(
-        "watch_delete",
-        "Delete a file watch made at run time.",
-        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
-        SideEffect::Write,
-    );
+    ));
+    let delete = watch_tool(ToolContract::write("watch_delete", "Delete a file watch made at run time.", json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false})).idempotent(true));
     let handler = |op| WatchTool {
         op,
         watches: watches.clone(),
