@@ -19,6 +19,8 @@ use steward_config::McpTransport;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::brain::sse::SseParser;
@@ -58,6 +60,28 @@ type Pending = Arc<std::sync::Mutex<HashMap<u64, oneshot::Sender<Result<Value, S
 pub struct Connection {
     transport: Transport,
     next_id: AtomicU64,
+    tasks: ConnectionTasks,
+}
+
+/// Where a connection's own tasks (the server's stdout and stderr readers, the HTTP
+/// notification stream) run: on the daemon's tracker, so shutdown waits for them, and
+/// stopped with the connection (or the daemon).
+#[derive(Clone, Debug)]
+pub struct ConnectionTasks {
+    pub tracker: TaskTracker,
+    pub stop: CancellationToken,
+}
+
+impl ConnectionTasks {
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let stop = self.stop.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = task => {}
+            }
+        });
+    }
 }
 
 #[derive(Debug)]
@@ -79,10 +103,15 @@ enum Transport {
 
 impl Connection {
     /// Opens the transport; the caller then calls [`Connection::initialize`].
-    pub fn open(transport: &McpTransport) -> Result<(Self, mpsc::Receiver<Incoming>), McpError> {
+    pub fn open(
+        transport: &McpTransport,
+        tasks: ConnectionTasks,
+    ) -> Result<(Self, mpsc::Receiver<Incoming>), McpError> {
         let (incoming, events) = mpsc::channel(16);
         let transport = match transport {
-            McpTransport::Stdio { command, args, env } => spawn(command, args, env, incoming)?,
+            McpTransport::Stdio { command, args, env } => {
+                spawn(command, args, env, incoming, &tasks)?
+            }
             McpTransport::Http {
                 url,
                 bearer_token_env,
@@ -106,6 +135,7 @@ impl Connection {
             Self {
                 transport,
                 next_id: AtomicU64::new(1),
+                tasks,
             },
             events,
         ))
@@ -319,7 +349,7 @@ impl Connection {
             return;
         };
         let incoming = incoming.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let Ok(mut response) = request.send().await else {
                 return;
             };
@@ -402,6 +432,7 @@ fn spawn(
     args: &[String],
     env: &[(String, String)],
     incoming: mpsc::Sender<Incoming>,
+    tasks: &ConnectionTasks,
 ) -> Result<Transport, McpError> {
     let mut child = tokio::process::Command::new(command)
         .args(args)
@@ -425,14 +456,14 @@ fn spawn(
     // Answers to the server's own requests share the writer.
     let replies = stdin.clone();
     let server = command.to_owned();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             debug!(server = %server, "{line}");
         }
     });
     let answers = pending.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut lines = BufReader::new(stdout).lines();
         let reason = loop {
             let line = match lines.next_line().await {

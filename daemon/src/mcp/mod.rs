@@ -56,6 +56,7 @@ pub async fn start(
             registry: registry.clone(),
             status: status.clone(),
             first_try: Some(first_try.clone()),
+            tasks: tasks.clone(),
         };
         tasks.spawn(supervisor.run(shutdown.clone()));
     }
@@ -81,6 +82,8 @@ struct Supervisor {
     status: Arc<StatusBoard>,
     /// Told once the first connection attempt has listed tools or failed.
     first_try: Option<mpsc::Sender<()>>,
+    /// The daemon's tracker: each connection's own tasks run on it.
+    tasks: TaskTracker,
 }
 
 impl Supervisor {
@@ -103,7 +106,7 @@ impl Supervisor {
                     self.registry.replace_source(&self.source(), Vec::new());
                     return;
                 }
-                error = self.serve() => error,
+                error = self.serve(&shutdown) => error,
             };
             self.registry.replace_source(&self.source(), Vec::new());
             self.first_try.take();
@@ -123,14 +126,21 @@ impl Supervisor {
     }
 
     /// One connection's life: handshake, tools, then waiting for changes until it ends.
-    async fn serve(&mut self) -> Ended {
+    async fn serve(&mut self, shutdown: &CancellationToken) -> Ended {
         let fail = |connected: bool| {
             move |e: McpError| Ended {
                 message: e.to_string(),
                 connected,
             }
         };
-        let (connection, mut incoming) = match Connection::open(&self.server.transport) {
+        // The connection's tasks stop when this attempt ends, however it ends.
+        let stop = shutdown.child_token();
+        let _stop_when_done = stop.clone().drop_guard();
+        let tasks = connection::ConnectionTasks {
+            tracker: self.tasks.clone(),
+            stop,
+        };
+        let (connection, mut incoming) = match Connection::open(&self.server.transport, tasks) {
             Ok(opened) => opened,
             Err(e) => return fail(false)(e),
         };
