@@ -87,12 +87,13 @@ impl StatusBoard {
         lock(&self.channels).get(name).map(|h| h.text(Utc::now()))
     }
 
-    /// The channels that are down (waiting or in backoff), by name.
-    pub fn channels_down(&self) -> Vec<String> {
+    /// The channels that are down (waiting or in backoff): name and what they say.
+    pub fn channels_down(&self) -> Vec<(String, String)> {
+        let now = Utc::now();
         lock(&self.channels)
             .iter()
             .filter(|(_, health)| health.is_down())
-            .map(|(name, _)| name.clone())
+            .map(|(name, health)| (name.clone(), health.text(now)))
             .collect()
     }
 

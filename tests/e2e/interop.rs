@@ -45,23 +45,6 @@ fn run_python(dir: &Path, script: &str, args: &[&str], stdin: &[u8]) -> Vec<u8> 
     output.stdout
 }
 
-/// Waits for `n` events on channels starting with `prefix`; every event then.
-async fn events_on(
-    daemon: &TestDaemon,
-    prefix: &str,
-    n: usize,
-) -> Vec<steward_daemon::protocol::EventRow> {
-    daemon
-        .wait_for_events(&format!("{n} events on {prefix}*"), |events| {
-            events
-                .iter()
-                .filter(|e| e.channel.starts_with(prefix))
-                .count()
-                >= n
-        })
-        .await
-}
-
 /// A DNS server (dnspython) on 127.0.0.1 answering TXT queries for one name; killed on drop.
 struct DnsServer {
     child: Child,
@@ -187,7 +170,7 @@ async fn mail_signed_by_dkimpy_is_authenticated_through_a_dns_server_on_loopback
         assert!(raw.starts_with("DKIM-Signature:"), "{raw}");
         mail::deliver(&owner, &assistant, raw.as_bytes()).await;
     }
-    let events = events_on(&daemon, "email:", 3).await;
+    let events = daemon.events_on("email:", 3).await;
     let event_with = |needle: &str, not: &str| {
         events
             .iter()
@@ -289,7 +272,7 @@ async fn the_official_standard_webhooks_and_stripe_signers_are_accepted() {
         .unwrap();
     assert_eq!(response.status(), 202);
 
-    let events = events_on(&daemon, "webhook:", 2).await;
+    let events = daemon.events_on("webhook:", 2).await;
     let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
     assert!(
         texts.iter().any(|t| t.starts_with("std invoice.paid")),
@@ -695,7 +678,7 @@ async fn githubs_signer_is_accepted_for_json_and_form_deliveries() {
     .unwrap();
     assert_eq!(forged.status(), 401);
 
-    let events = events_on(&daemon, "webhook:", 2).await;
+    let events = daemon.events_on("webhook:", 2).await;
     let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
     assert!(
         texts

@@ -214,6 +214,18 @@ impl TestDaemon {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// Waits for `n` events on channels starting with `prefix`; those events, oldest first.
+    pub async fn events_on(&self, prefix: &str, n: usize) -> Vec<EventRow> {
+        let on = |e: &EventRow| e.channel.starts_with(prefix);
+        self.wait_for_events(&format!("{n} events on {prefix}*"), |events| {
+            events.iter().filter(|e| on(e)).count() >= n
+        })
+        .await
+        .into_iter()
+        .filter(on)
+        .collect()
+    }
 }
 
 impl Drop for TestDaemon {

@@ -8,15 +8,14 @@ use steward_events::Urgency;
 
 use crate::support::TestDaemon;
 
+/// The first event on exactly `channel` (the prefix match also takes longer names).
 async fn first_on(daemon: &TestDaemon, channel: &str) -> EventRow {
     daemon
-        .wait_for_events(&format!("an event on {channel}"), |events| {
-            events.iter().any(|e| e.channel == channel)
-        })
+        .events_on(channel, 1)
         .await
         .into_iter()
         .find(|e| e.channel == channel)
-        .unwrap()
+        .unwrap_or_else(|| panic!("no event on {channel}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -349,6 +349,16 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The names every source but `source` holds (what an MCP server's tools must not take).
+    pub fn names_outside(&self, source: &ToolSource) -> std::collections::HashSet<String> {
+        self.catalog()
+            .tools
+            .values()
+            .filter(|t| t.contract.source != *source)
+            .map(|t| t.contract.name.clone())
+            .collect()
+    }
+
     /// Why a registered tool is disabled, or `None` when it is enabled or unknown.
     pub fn why_disabled(&self, name: &str) -> Option<String> {
         let catalog = self.catalog();

@@ -209,6 +209,18 @@ fn render_turn(turn: Turn<'_>) -> Message<'_> {
     }
 }
 
+/// A message's `usage`, as Steward counts it: `input_tokens` covers only what came after
+/// the last cache breakpoint, so the cache's reads and writes are added to the input.
+fn usage_of(usage: &Value) -> TokenUsage {
+    let count = |path: &str| usage.pointer(path).and_then(Value::as_u64).unwrap_or(0);
+    let cached = count("/cache_read_input_tokens");
+    TokenUsage {
+        input: count("/input_tokens") + count("/cache_creation_input_tokens") + cached,
+        cached_input: cached,
+        output: count("/output_tokens"),
+    }
+}
+
 /// A content block of the answer as it streams in, by its index.
 #[derive(Debug)]
 enum StreamBlock {
@@ -238,18 +250,10 @@ impl StreamDecoder for EventDecoder {
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure> {
         let value = parse_chunk(event)?;
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
-        let count = |v: &Value, path: &str| v.pointer(path).and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {
                 self.started = true;
-                let usage = value.pointer("/message/usage").unwrap_or(&Value::Null);
-                let cached = count(usage, "/cache_read_input_tokens");
-                // `input_tokens` counts only what came after the last cache breakpoint.
-                self.usage.input = count(usage, "/input_tokens")
-                    + count(usage, "/cache_creation_input_tokens")
-                    + cached;
-                self.usage.cached_input = cached;
-                self.usage.output = count(usage, "/output_tokens");
+                self.usage = usage_of(value.pointer("/message/usage").unwrap_or(&Value::Null));
             }
             "content_block_start" => {
                 let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
@@ -389,16 +393,7 @@ impl StreamDecoder for EventDecoder {
                 _ => {}
             }
         }
-        let usage = &message["usage"];
-        if usage.is_object() {
-            let count = |path: &str| usage.pointer(path).and_then(Value::as_u64).unwrap_or(0);
-            let cached = count("/cache_read_input_tokens");
-            answer.usage = Some(TokenUsage {
-                input: count("/input_tokens") + count("/cache_creation_input_tokens") + cached,
-                cached_input: cached,
-                output: count("/output_tokens"),
-            });
-        }
+        answer.usage = message.get("usage").filter(|u| u.is_object()).map(usage_of);
         Ok(answer)
     }
 }

@@ -191,13 +191,7 @@ impl Supervisor {
             .filter_map(|tool| Some((tool["name"].as_str()?, tool)))
             .collect();
         // Names other sources hold: built-ins, other servers' tools.
-        let reserved: std::collections::HashSet<String> = self
-            .registry
-            .contracts()
-            .into_iter()
-            .filter(|c| c.source != self.source())
-            .map(|c| c.name)
-            .collect();
+        let reserved = self.registry.names_outside(&self.source());
         let tools: Vec<(steward_tools::ToolContract, Arc<dyn ToolHandler>)> =
             tools::local_names(&self.server.name, &remotes, &reserved)
                 .into_iter()

@@ -190,10 +190,7 @@ async fn ready(State(state): State<AppState>) -> Response {
         .status
         .channels_down()
         .into_iter()
-        .map(|name| {
-            let state = state.status.channel(&name).unwrap_or_default();
-            format!("{name}: {state}")
-        })
+        .map(|(name, state)| format!("{name}: {state}"))
         .collect();
     if down.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
