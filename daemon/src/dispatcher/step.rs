@@ -64,30 +64,13 @@ fn event_ids(events: &[Event]) -> String {
 }
 
 impl StepRunner {
+    /// Every log line of the step, its tool calls' included, names the step and its events.
+    #[tracing::instrument(
+        name = "step",
+        skip_all,
+        fields(trajectory = %trajectory.id(), step, events = %event_ids(events))
+    )]
     pub async fn run(
-        &self,
-        trajectory: &Trajectory,
-        step: u64,
-        events: &[Event],
-        items: Vec<TrajectoryItem>,
-        flush: MergeFlush,
-        cancel: CancellationToken,
-    ) -> StepReport {
-        // Every log line of the step, its tool calls' included, names the step and its events.
-        let span = tracing::info_span!(
-            "step",
-            trajectory = %trajectory.id(),
-            step,
-            events = %event_ids(events)
-        );
-        tracing::Instrument::instrument(
-            self.run_in_span(trajectory, step, events, items, flush, cancel),
-            span,
-        )
-        .await
-    }
-
-    async fn run_in_span(
         &self,
         trajectory: &Trajectory,
         step: u64,
