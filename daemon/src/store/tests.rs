@@ -432,13 +432,15 @@ async fn trajectory_purge_keeps_the_last_step_the_newest_summary_and_recent_lane
 #[tokio::test]
 async fn purging_an_old_record_leaves_a_dedupe_key_a_later_event_took_over() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, inbox) = open(dir.path(), 100, Duration::from_millis(20));
+    // Retention long enough that a loaded machine does not expire the second claim too
+    // before the third event arrives.
+    let (store, inbox) = open(dir.path(), 100, Duration::from_millis(500));
     let trajectory = Trajectory::main(&store).unwrap();
     inbox.submit(event("first", Some("k"))).await.unwrap();
     trajectory
         .merge_events(&inbox, 1, inbox.read_pending(0, 10).unwrap())
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     // The first claim has expired: the same key is a new event, which now owns it.
     let second = inbox.submit(event("second", Some("k"))).await.unwrap();
     assert_eq!(second.duplicate_of, None);
