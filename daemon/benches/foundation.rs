@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use steward_config::Config;
-use steward_daemon::daemon::Core;
+use steward_daemon::core::Core;
 use steward_daemon::notify::Heartbeat;
 use steward_daemon::store::Store;
 use steward_events::{

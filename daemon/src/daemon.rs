@@ -1,44 +1,32 @@
-//! The supervisor: opens the data dir, builds the parts, spawns the dispatcher and the
-//! channel actors, tells systemd when it is ready, and on SIGTERM/SIGINT shuts down in
-//! order — signal, drain, deadline: every task is told to stop, the step in flight is
-//! cancelled, and whatever is still running when `daemon.shutdown_grace_secs` runs out is
-//! abandoned (the inbox is durable, so nothing acknowledged is lost).
+//! Running the daemon: opens the data dir, builds the parts ([`crate::core::Core`]), starts
+//! the channels through the [`Supervisor`] and the dispatcher, tells systemd when it is
+//! ready, reloads on SIGHUP, and on SIGTERM/SIGINT shuts down in order — signal, drain,
+//! deadline: every task is told to stop, the step in flight is cancelled, and whatever is
+//! still running when `daemon.shutdown_grace_secs` runs out is abandoned (the inbox is
+//! durable, so nothing acknowledged is lost).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
-use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile};
+use steward_config::Config;
 use steward_events::{Event, Payload, Sender, Source, Trust};
-use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
-use steward_tools::confirm::PendingStore;
-use steward_tools::files::FileAccess;
-use steward_tools::ledger::Ledger;
-use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
-use steward_tools::selection::{Profile, Selection};
-use steward_tools::{Authorization, Deferral, ToolError, ToolPipeline, ToolRegistry, builtin};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
-use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
-use crate::channels::Submitter;
-use crate::channels::timer::Timer;
-use crate::channels::timer::control::Scheduler;
-use crate::channels::timer::jobs::JobStore;
-use crate::channels::user::{self, UserChannel};
-use crate::channels::watch::set::WatchSet;
-use crate::confirmations::Confirmations;
-use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
+use crate::channels::user;
+use crate::core::{Core, create_private_dir};
 use crate::instance_lock::InstanceLock;
 use crate::notify::{self, Heartbeat};
+use crate::owner::OwnerApi;
+use crate::owner::token::ApiToken;
 use crate::paths;
-use crate::replies::ReplyHub;
-use crate::status::StatusBoard;
-use crate::store::{Inbox, Store, Trajectory};
+use crate::reload::{Reloader, start_email, start_http};
+use crate::store::{Inbox, Store};
+use crate::supervisor::Supervisor;
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
 pub async fn run(
@@ -48,137 +36,41 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     create_private_dir(&data_dir)?;
     let _lock = InstanceLock::acquire(&data_dir)?;
-    let owner_uid = std::fs::metadata(&data_dir)
-        .with_context(|| format!("cannot read {}", data_dir.display()))?
-        .uid();
     let workspace = data_dir.join("workspace");
     create_private_dir(&workspace)?;
-
     let store = Store::open(&data_dir.join("db"))
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))?;
-    let Core {
-        inbox,
-        submitter,
-        trajectory,
-        status,
-        replies,
-        tools,
-        dispatcher,
-        confirmations,
-        scheduler,
-        watches,
-        interrupted_actions,
-        email,
-        pipeline,
-    } = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
-    report_interrupted_actions(&inbox, interrupted_actions).await?;
-    let reload_pipeline = pipeline.clone();
-    let socket_path = paths::socket_path(config.daemon.socket_path.as_ref(), &data_dir);
-    let listener = user::bind(&socket_path)
-        .with_context(|| format!("cannot listen on {}", socket_path.display()))?;
-    let api_token = crate::channels::http::api::ApiToken::load_or_create(&data_dir)
-        .with_context(|| format!("cannot write the API token in {}", data_dir.display()))?;
-    let user_channel = UserChannel {
-        socket_path,
-        owner_uid,
-        submitter: submitter.clone(),
-        trajectory,
-        tools,
-        replies,
-        status: status.clone(),
-        confirmations: confirmations.clone(),
-        scheduler: scheduler.clone(),
-        watches: watches.clone(),
-        api_token: api_token.clone(),
-    };
+    let mut core = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
+    report_interrupted_actions(&core.inbox, std::mem::take(&mut core.interrupted_actions)).await?;
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
-    let timer = Timer {
-        submitter: scheduler.submitter.clone(),
-        jobs: scheduler.jobs.clone(),
-        status: status.clone(),
-        changed: scheduler.changed.clone(),
-    };
-    tasks.spawn(timer.run(shutdown.clone()));
-    watches.start(&config.watch).await?;
-    let api = crate::channels::http::api::Api {
-        token: api_token.clone(),
-        submitter: scheduler.submitter.clone(),
-        status: status.clone(),
-        confirmations: confirmations.clone(),
-        replies: user_channel.replies.clone(),
-        trajectory: user_channel.trajectory.clone(),
-    };
-    let mut http_channel = crate::reload::HttpChannel::new(api, data_dir.clone());
-    http_channel.start(&config, &shutdown).await?;
-    crate::mcp::start(
-        &config.mcp_servers,
-        user_channel.tools.clone(),
-        status.clone(),
-        &tasks,
-        shutdown.clone(),
-    )
-    .await;
-    {
-        let shutdown = shutdown.clone();
-        let fault = fault.clone();
-        tasks.spawn(async move {
-            if let Err(e) = dispatcher.run(Heartbeat::from_env(), shutdown).await {
-                error!(error = %e, "the dispatcher stopped on a storage fault");
-                fault.cancel();
-            }
-        });
-    }
-    let email_channel = match email {
-        Some(handle) => {
-            let mut channel = crate::reload::EmailChannel::new(
-                handle,
-                crate::channels::email::Wiring {
-                    store: store.clone(),
-                    data_dir: data_dir.clone(),
-                    submitter: submitter.clone(),
-                    status: status.clone(),
-                    replies: user_channel.replies.clone(),
-                    confirmations: confirmations.clone(),
-                    pipeline: pipeline.clone(),
-                },
-            );
-            channel.start(&shutdown)?;
-            Some(channel)
-        }
-        None => None,
-    };
-    let retention = crate::retention::Retention::new(
-        &config,
-        store.clone(),
-        inbox.clone(),
-        pipeline.ledger().cloned(),
-        confirmations.pending.clone(),
-    );
-    tasks.spawn(retention.run(shutdown.clone()));
-    tasks.spawn(user_channel.run(listener, shutdown.clone()));
-    tasks.spawn(confirmations.run_expiry(shutdown.clone()));
-    tasks.close();
+    let supervisor = Supervisor::new(core.shared(), &shutdown, config.daemon.shutdown_grace);
+    let owner = start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
+    let email = core.email.clone();
+    spawn_background(core, &config, &store, &tasks, &shutdown, &fault);
 
     let mut sigterm = signal(SignalKind::terminate()).context("cannot install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot install SIGINT handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("cannot install SIGHUP handler")?;
     info!(pid = std::process::id(), data_dir = %data_dir.display(), "steward is ready");
+    let status = owner.shared.status.clone();
     notify::ready(&status.summary());
 
-    let mut sighup = signal(SignalKind::hangup()).context("cannot install SIGHUP handler")?;
-    let mut reloader = crate::reload::Reloader {
-        path: config_path.clone(),
+    let mut reloader = Reloader {
+        path: config_path,
         started: config.clone(),
         live: config.clone(),
-        scheduler: scheduler.clone(),
-        watches: watches.clone(),
-        status: status.clone(),
-        pipeline: reload_pipeline,
-        http: http_channel,
-        email: email_channel,
-        shutdown: shutdown.clone(),
+        scheduler: owner.scheduler.clone(),
+        watches: owner.watches.clone(),
+        status,
+        pipeline: owner.shared.confirmations.pipeline.clone(),
+        supervisor: supervisor.clone(),
+        email,
+        owner,
+        store: store.clone(),
+        data_dir,
     };
     let faulted = loop {
         tokio::select! {
@@ -191,7 +83,7 @@ pub async fn run(
     notify::stopping();
     shutdown.cancel();
     let drained = async {
-        tokio::join!(tasks.wait(), watches.stop(), reloader.stop_channels());
+        tokio::join!(tasks.wait(), supervisor.drained());
     };
     if tokio::time::timeout(config.daemon.shutdown_grace, drained)
         .await
@@ -210,343 +102,79 @@ pub async fn run(
     Ok(())
 }
 
-/// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
-/// zone is a configuration error naming the key.
-fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
-    let jobs = JobStore::new(store.cron_tree()?);
-    jobs.reconcile(cron_specs(config)?, chrono::Utc::now())?;
-    Ok(jobs)
-}
-
-/// The config's `[[cron]]` jobs, checked.
-pub(crate) fn cron_specs(
+/// Starts every channel the config asks for — the control socket, the timer, the watches,
+/// HTTP, MCP servers, email — and returns the owner API they serve.
+async fn start_channels(
     config: &Config,
-) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
-    let zone = crate::channels::timer::jobs::system_zone();
-    config
-        .cron
-        .iter()
-        .enumerate()
-        .map(|(i, job)| {
-            crate::channels::timer::jobs::spec_from_config(job, &zone).map_err(
-                |(field, message)| ConfigProblem {
-                    key: format!("cron[{i}].{field}"),
-                    message,
-                },
-            )
-        })
-        .collect()
-}
-
-/// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
-fn registry(
-    config: &Config,
-    memory: sled::Tree,
-    scheduler: &Scheduler,
-    watches: &WatchSet,
-    email: Option<&crate::channels::email::EmailHandle>,
-) -> anyhow::Result<Arc<ToolRegistry>> {
-    let tools = &config.tools;
-    let builder = builtin::register_memory(builtin::builtins(), memory);
-    let builder = crate::channels::timer::tools::register(builder, scheduler);
-    let builder = match email {
-        Some(handle) => crate::channels::email::tools::register(builder, handle),
-        None => builder,
+    core: &Core,
+    supervisor: &Supervisor,
+    store: &Store,
+    data_dir: &Path,
+) -> anyhow::Result<OwnerApi> {
+    let owner_uid = std::fs::metadata(data_dir)
+        .with_context(|| format!("cannot read {}", data_dir.display()))?
+        .uid();
+    let token = ApiToken::load_or_create(data_dir)
+        .with_context(|| format!("cannot write the API token in {}", data_dir.display()))?;
+    let owner = OwnerApi {
+        shared: core.shared(),
+        trajectory: core.trajectory.clone(),
+        tools: core.tools.clone(),
+        scheduler: core.scheduler.clone(),
+        watches: core.watches.clone(),
+        token,
     };
-    let builder = crate::channels::watch::tools::register(builder, watches)
-        .select(Selection {
-            profile: match tools.profile {
-                ToolProfile::Minimal => Profile::Minimal,
-                ToolProfile::Assistant => Profile::Assistant,
-                ToolProfile::Coding => Profile::Coding,
-                ToolProfile::Full => Profile::Full,
-            },
-            allow: tools.allow.clone(),
-            deny: tools.deny.clone(),
-        })
-        .expect_mcp_servers(config.mcp_servers.iter().map(|s| s.name.clone()).collect())
-        .defer(Deferral {
-            context_window_tokens: config.model.context_window_tokens,
-            threshold_pct: tools.defer_threshold_pct,
-        });
-    builtin::register_http(builder, tools.http_allow_hosts.clone())
-        .build()
-        .map_err(|e| match e {
-            ToolError::NotDisableable(_) => ConfigProblem {
-                key: "tools.deny".into(),
-                message: e.to_string(),
-            }
-            .into(),
-            ToolError::UnknownSelection(ref entry) => ConfigProblem {
-                key: if tools.deny.contains(entry) {
-                    "tools.deny".into()
-                } else {
-                    "tools.allow".into()
-                },
-                message: e.to_string(),
-            }
-            .into(),
-            other => anyhow::Error::from(other),
-        })
-}
-
-/// Spill files (full outputs of truncated results) older than this are removed at start.
-const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
-
-/// A configuration the file format accepts but the daemon cannot use (a directory that
-/// does not exist, a tool that cannot be disabled): exit 78, naming the key.
-#[derive(Debug, thiserror::Error)]
-#[error("config key `{key}`: {message}")]
-pub struct ConfigProblem {
-    pub(crate) key: String,
-    pub(crate) message: String,
-}
-
-/// `steward config check`: everything the daemon checks when it starts, beyond the file's
-/// own validation — schedules and time zones, the tool selection, roots, secrets, the email
-/// account — by building the daemon's parts on a throwaway data dir.
-pub fn check(config: &Config) -> anyhow::Result<()> {
-    let scratch = std::env::temp_dir().join(format!(
-        "steward-config-check-{}-{}",
-        std::process::id(),
-        ulid::Ulid::generate()
-    ));
-    let result = (|| -> anyhow::Result<()> {
-        let workspace = scratch.join("workspace");
-        create_private_dir(&workspace)?;
-        let store = Store::open(&scratch.join("db"))?;
-        Core::build(config, store, scratch.clone(), workspace)?;
-        for (index, route) in config.webhook_routes.iter().enumerate() {
-            route.secret.read().map_err(|message| ConfigProblem {
-                key: format!("webhook.routes[{index}].secret_env"),
-                message,
-            })?;
-        }
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
-}
-
-/// The parts every channel talks to, wired together: the inbox, the main trajectory, the
-/// status board, the reply hub, the tool registry and the dispatcher (not yet running).
-/// Built once by [`run`]; benchmarks build it directly.
-#[derive(Debug)]
-pub struct Core {
-    pub inbox: Arc<Inbox>,
-    /// How every channel submits to the inbox (the urgency rules applied once).
-    pub submitter: Submitter,
-    pub trajectory: Arc<Trajectory>,
-    pub status: Arc<StatusBoard>,
-    pub replies: ReplyHub,
-    pub tools: Arc<ToolRegistry>,
-    pub dispatcher: Dispatcher,
-    pub confirmations: Arc<Confirmations>,
-    /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
-    pub scheduler: Scheduler,
-    /// File watches, for the CLI and the `watch_*` tools (started by [`run`]).
-    pub watches: WatchSet,
-    /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
-    /// Ledger key → tool of each action a crash left half-done.
-    pub interrupted_actions: BTreeMap<String, String>,
-    /// The email account and sender, when `[email]` is configured.
-    pub email: Option<crate::channels::email::EmailHandle>,
-    /// The tool pipeline (the email channel reconciles its ledger).
-    pub pipeline: ToolPipeline,
-}
-
-impl Core {
-    pub fn build(
-        config: &Config,
-        store: Store,
-        data_dir: PathBuf,
-        workspace: PathBuf,
-    ) -> anyhow::Result<Self> {
-        let roots = if config.tools.roots.is_empty() {
-            vec![workspace]
-        } else {
-            config.tools.roots.clone()
-        };
-        for (index, root) in config.tools.roots.iter().enumerate() {
-            if let Err(e) = root.canonicalize() {
-                return Err(ConfigProblem {
-                    key: format!("tools.roots[{index}]"),
-                    message: format!("cannot use {}: {e}", root.display()),
-                }
-                .into());
-            }
-        }
-        let files = Arc::new(FileAccess::new(&roots).map_err(|source| ConfigProblem {
-            key: "tools.roots".into(),
-            message: format!("cannot use {source}"),
-        })?);
-        if let Some(from) = crate::store::schema::migrate(&store)? {
-            info!(
-                from,
-                to = crate::store::schema::CURRENT,
-                "data dir migrated to the current schema"
-            );
-        }
-        let inbox = Arc::new(
-            Inbox::open(
-                store.clone(),
-                config.inbox.capacity,
-                config.inbox.dedupe_retention,
-            )?
-            .with_disk_guard(crate::disk::DiskGuard::new(
-                data_dir.clone(),
-                config.daemon.min_free_bytes,
-            )),
-        );
-        let trajectory = Arc::new(Trajectory::main(&store)?);
-        let budget = ResultBudget::new(data_dir.join("spill"), BATCH_BUDGET_BYTES);
-        let cleaned = budget.clean(SPILL_RETENTION);
-        if cleaned > 0 {
-            info!(cleaned, "removed old spill files");
-        }
-        let ledger = Ledger::new(store.ledger_tree()?);
-        let interrupted_actions = ledger.recover()?;
-        let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
-        let scheduler = Scheduler {
-            jobs: cron_jobs(config, &store)?,
-            submitter: submitter.clone(),
-            changed: Arc::default(),
-            default_zone: crate::channels::timer::jobs::system_zone(),
-        };
-        let status = Arc::new(StatusBoard::new(data_dir, inbox.clone()));
-        let watches = WatchSet::new(store.watch_tree()?, submitter.clone(), status.clone());
-        let email = match &config.email {
-            Some(email) => Some(crate::channels::email::EmailHandle::new(email_parts(
-                email,
-            )?)),
-            None => None,
-        };
-        let tools = registry(
-            config,
-            store.memory_tree()?,
-            &scheduler,
-            &watches,
-            email.as_ref(),
-        )?;
-        let pending = PendingStore::new(store.pending_tree()?);
-        // An approved action cut short appears in both stores (same key): told once.
-        let mut interrupted_actions: BTreeMap<String, String> = interrupted_actions
-            .into_iter()
-            .map(|entry| (entry.key, entry.tool))
-            .collect();
-        for action in pending.recover()? {
-            warn!(pending_id = %action.id, tool = %action.tool, "an approved action was interrupted; its outcome is unknown");
-            interrupted_actions.insert(action.key, action.tool);
-        }
-        let pipeline = ToolPipeline::new(tools.clone(), budget)
-            .with_ledger(ledger)
-            .with_authorization(Authorization {
-                rules: steward_tools::policy::PolicyRules::new(
-                    config.tools.policy.iter().map(policy_rule).collect(),
-                ),
-                pending: pending.clone(),
-                expiry: config.tools.confirm_expiry,
-            });
-        let replies = ReplyHub::default();
-        let brain: Arc<dyn Brain> = match config.model.provider {
-            ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
-            ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(&config.model)?),
-            ModelProvider::Anthropic => Arc::new(AnthropicBrain::new(&config.model)?),
-        };
-        status.set_brain(brain.name());
-        let confirmations = Arc::new(Confirmations {
-            pending,
-            pipeline: pipeline.clone(),
-            files: files.clone(),
-            inbox: inbox.clone(),
-            replies: replies.clone(),
-        });
-        let steps = Arc::new(StepRunner {
-            brain,
-            pipeline: pipeline.clone(),
-            replies: replies.clone(),
-            max_model_calls: config.dispatcher.max_steps_per_turn,
-            files,
-            usage: status.clone(),
-            mode: if config.tools.plan_mode {
-                Mode::Plan
-            } else {
-                Mode::Normal
-            },
-            prompt_budget: config.model.context_window_tokens - config.model.max_output_tokens,
-            estimator: TokenEstimator::default(),
-            main_view: Default::default(),
-        });
-        let lanes = Lanes::new(
-            inbox.clone(),
-            steps.clone(),
-            status.clone(),
-            replies.clone(),
-            config.lanes.max_parallel,
-        );
-        let dispatcher = Dispatcher {
-            inbox: inbox.clone(),
-            trajectory: trajectory.clone(),
-            steps,
-            lanes,
-            status: status.clone(),
-            replies: replies.clone(),
-        };
-        Ok(Self {
-            inbox,
-            submitter,
-            trajectory,
-            status,
-            replies,
-            tools,
-            dispatcher,
-            confirmations,
-            scheduler,
-            watches,
-            interrupted_actions,
-            email,
-            pipeline,
-        })
+    let path = paths::socket_path(config.daemon.socket_path.as_ref(), data_dir);
+    let listener =
+        user::bind(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    let socket = user::Socket {
+        listener,
+        path,
+        owner_uid,
+        owner: owner.clone(),
+    };
+    let timer_jobs = core.scheduler.timer_jobs();
+    supervisor.start("timer", move |cx| {
+        crate::channels::timer::run(timer_jobs, cx)
+    });
+    core.watches.start(supervisor, &config.watch).await?;
+    start_http(config, supervisor, &owner, data_dir).await?;
+    crate::mcp::start(&config.mcp_servers, core.tools.clone(), supervisor).await;
+    if let Some(handle) = &core.email {
+        start_email(handle, supervisor, store, data_dir, &core.pipeline)?;
     }
+    supervisor.start("user", move |cx| user::run(socket, cx));
+    Ok(owner)
 }
 
-/// The email account (its password and trust anchor read now: a missing one is a config
-/// problem) and its sender.
-pub(crate) fn email_parts(
-    config: &steward_config::EmailConfig,
-) -> anyhow::Result<crate::channels::email::EmailParts> {
-    let account = crate::channels::email::account::Account::new(config.clone()).map_err(|e| {
-        ConfigProblem {
-            key: if format!("{e:#}").contains("ca_file") {
-                "email.ca_file".into()
-            } else {
-                match config.password {
-                    steward_config::SecretSource::Env(_) => "email.password_env".into(),
-                    steward_config::SecretSource::File(_) => "email.password_file".into(),
-                }
-            },
-            message: format!("{e:#}"),
+/// Spawns what is not a channel: the dispatcher (a storage fault stops the daemon through
+/// `fault`), retention and the expiry of confirmation requests.
+fn spawn_background(
+    core: Core,
+    config: &Config,
+    store: &Store,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+    fault: &CancellationToken,
+) {
+    let retention = crate::retention::Retention::new(
+        config,
+        store.clone(),
+        core.inbox.clone(),
+        core.pipeline.ledger().cloned(),
+        core.confirmations.pending.clone(),
+    );
+    tasks.spawn(retention.run(shutdown.clone()));
+    tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));
+    let (shutdown, fault) = (shutdown.clone(), fault.clone());
+    let dispatcher = core.dispatcher;
+    tasks.spawn(async move {
+        if let Err(e) = dispatcher.run(Heartbeat::from_env(), shutdown).await {
+            error!(error = %e, "the dispatcher stopped on a storage fault");
+            fault.cancel();
         }
-    })?;
-    let mailer = crate::channels::email::outbound::Mailer::new(account.clone()).map_err(|e| {
-        ConfigProblem {
-            key: "email.smtp_host".into(),
-            message: format!("{e:#}"),
-        }
-    })?;
-    Ok(crate::channels::email::EmailParts { account, mailer })
-}
-
-pub(crate) fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
-    PolicyRule {
-        id: rule.id.clone(),
-        tool: rule.tool.clone(),
-        decision: match rule.decision {
-            PolicyDecisionConfig::Allow => RuleDecision::Allow,
-            PolicyDecisionConfig::Confirm => RuleDecision::Confirm,
-            PolicyDecisionConfig::Deny => RuleDecision::Deny,
-        },
-    }
+    });
+    tasks.close();
 }
 
 /// Tells the owner, through the trajectory, about actions whose outcome a crash left unknown.
@@ -572,26 +200,6 @@ async fn report_interrupted_actions(
         );
         event.dedupe_key = Some(format!("ledger-unknown:{key}"));
         inbox.submit(event).await?;
-    }
-    Ok(())
-}
-
-/// Creates `dir` (and parents) readable only by the owner, and tightens an existing `dir`
-/// that others could read: it holds every message the owner ever sent.
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    let mode = std::fs::metadata(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        warn!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "data dir was readable by others; setting it to 0700");
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("cannot restrict {}", dir.display()))?;
     }
     Ok(())
 }

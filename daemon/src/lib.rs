@@ -1,6 +1,8 @@
 //! The Steward daemon: the inbox and trajectories ([`store`]), the dispatcher that turns
 //! events into steps ([`dispatcher`]), the brain ([`brain`]), channel actors ([`channels`]),
-//! the control-socket protocol and its client, and the supervisor that wires them ([`daemon`]).
+//! the owner API ([`owner`]) and the control-socket protocol and its client, the parts wired
+//! together ([`core`]), the supervisor of the channels ([`supervisor`]) and the running daemon
+//! ([`daemon`]).
 //! The `steward` binary is a thin CLI over this library.
 
 pub mod brain;
@@ -8,6 +10,7 @@ pub mod channels;
 pub mod cli;
 pub mod client;
 pub mod confirmations;
+pub mod core;
 pub mod daemon;
 pub mod disk;
 pub mod dispatcher;
@@ -16,6 +19,7 @@ pub mod instance_lock;
 pub mod logging;
 pub mod mcp;
 pub mod notify;
+pub mod owner;
 pub mod paths;
 pub mod protocol;
 pub mod reload;
@@ -23,3 +27,4 @@ pub mod replies;
 pub mod retention;
 pub mod status;
 pub mod store;
+pub mod supervisor;

@@ -13,143 +13,72 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use steward_config::Config;
 use steward_tools::ToolPipeline;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
-use crate::channels::email::{EmailHandle, Wiring};
-use crate::channels::http::api::Api;
+use crate::channels::email::{EmailChannel, EmailHandle};
 use crate::channels::timer::control::Scheduler;
 use crate::channels::watch::set::WatchSet;
-use crate::daemon::{ConfigProblem, cron_specs, email_parts, policy_rule};
+use crate::core::{ConfigProblem, cron_specs, email_parts, policy_rule};
 use crate::notify;
+use crate::owner::OwnerApi;
 use crate::status::{ConfigState, StatusBoard};
+use crate::store::Store;
+use crate::supervisor::Supervisor;
 
-/// A channel's tasks, stoppable on their own (a child of the daemon's shutdown token).
-#[derive(Debug)]
-struct ChannelSlot {
-    stop: CancellationToken,
-    tasks: TaskTracker,
+/// The status board's and the supervisor's name of the HTTP server.
+const HTTP: &str = "http";
+
+/// Starts the HTTP server the config asks for (none without `[http]` or routes) as the
+/// supervisor's channel `http`: the secrets are read and the address bound first, so a
+/// failure is an error here and nothing is left running.
+pub async fn start_http(
+    config: &Config,
+    supervisor: &Supervisor,
+    owner: &OwnerApi,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let Some(http) = &config.http else {
+        return Ok(());
+    };
+    let bound = crate::channels::http::server::bind(
+        http,
+        &config.webhook_routes,
+        config.senders.clone(),
+        owner.clone(),
+        data_dir,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::channels::http::server::HttpError::Secret { index, .. } => {
+            anyhow::Error::from(ConfigProblem {
+                key: format!("webhook.routes[{index}].secret_env"),
+                message: e.to_string(),
+            })
+        }
+        other => anyhow::Error::from(other),
+    })?;
+    supervisor.start(HTTP, move |cx| {
+        crate::channels::http::server::run(bound, cx)
+    });
+    Ok(())
 }
 
-impl ChannelSlot {
-    fn new(parent: &CancellationToken) -> Self {
-        Self {
-            stop: parent.child_token(),
-            tasks: TaskTracker::new(),
-        }
-    }
-
-    async fn stop(self, grace: Duration) {
-        self.stop.cancel();
-        self.tasks.close();
-        if tokio::time::timeout(grace, self.tasks.wait())
-            .await
-            .is_err()
-        {
-            warn!("a channel did not stop within the grace period");
-        }
-    }
-}
-
-/// The HTTP server (webhooks and the owner API).
-#[derive(Debug)]
-pub struct HttpChannel {
-    pub api: Api,
-    pub data_dir: PathBuf,
-    slot: Option<ChannelSlot>,
-}
-
-impl HttpChannel {
-    pub fn new(api: Api, data_dir: PathBuf) -> Self {
-        Self {
-            api,
-            data_dir,
-            slot: None,
-        }
-    }
-
-    /// Starts the server the config asks for (none without `[http]` or routes).
-    pub async fn start(
-        &mut self,
-        config: &Config,
-        parent: &CancellationToken,
-    ) -> anyhow::Result<()> {
-        let Some(http) = &config.http else {
-            return Ok(());
-        };
-        let slot = ChannelSlot::new(parent);
-        let server = crate::channels::http::server::start(
-            http,
-            &config.webhook_routes,
-            config.senders.clone(),
-            self.api.clone(),
-            &self.data_dir,
-            slot.stop.clone(),
-        )
-        .await
-        .map_err(|e| match e {
-            crate::channels::http::server::HttpError::Secret { index, .. } => {
-                anyhow::Error::from(ConfigProblem {
-                    key: format!("webhook.routes[{index}].secret_env"),
-                    message: e.to_string(),
-                })
-            }
-            other => anyhow::Error::from(other),
-        })?;
-        slot.tasks.spawn(server);
-        self.slot = Some(slot);
-        Ok(())
-    }
-
-    async fn stop(&mut self, grace: Duration) {
-        if let Some(slot) = self.slot.take() {
-            slot.stop(grace).await;
-        }
-    }
-}
-
-/// The email channel and the account its tools use.
-#[derive(Debug)]
-pub struct EmailChannel {
-    pub handle: EmailHandle,
-    pub wiring: Wiring,
-    slot: Option<ChannelSlot>,
-}
-
-impl EmailChannel {
-    pub fn new(handle: EmailHandle, wiring: Wiring) -> Self {
-        Self {
-            handle,
-            wiring,
-            slot: None,
-        }
-    }
-
-    pub fn start(&mut self, parent: &CancellationToken) -> anyhow::Result<()> {
-        let slot = ChannelSlot::new(parent);
-        crate::channels::email::start(
-            self.handle.get(),
-            self.wiring.clone(),
-            &slot.tasks,
-            slot.stop.clone(),
-        )?;
-        self.slot = Some(slot);
-        Ok(())
-    }
-
-    async fn stop(&mut self, grace: Duration) {
-        if let Some(slot) = self.slot.take() {
-            slot.stop(grace).await;
-        }
-        self.wiring
-            .status
-            .remove_channel(crate::channels::email::inbound::CHANNEL);
-    }
+/// Starts the email channel on the account `handle` holds now.
+pub fn start_email(
+    handle: &EmailHandle,
+    supervisor: &Supervisor,
+    store: &Store,
+    data_dir: &std::path::Path,
+    pipeline: &ToolPipeline,
+) -> anyhow::Result<()> {
+    let channel = EmailChannel::new(handle.get(), store, data_dir, pipeline.clone())?;
+    supervisor.start(crate::channels::email::inbound::CHANNEL, move |cx| {
+        crate::channels::email::run(channel, cx)
+    });
+    Ok(())
 }
 
 /// Everything a reload touches.
@@ -165,9 +94,12 @@ pub struct Reloader {
     pub watches: WatchSet,
     pub status: Arc<StatusBoard>,
     pub pipeline: ToolPipeline,
-    pub http: HttpChannel,
-    pub email: Option<EmailChannel>,
-    pub shutdown: CancellationToken,
+    pub supervisor: Supervisor,
+    pub owner: OwnerApi,
+    pub store: Store,
+    pub data_dir: PathBuf,
+    /// The email account, when the daemon started with `[email]`.
+    pub email: Option<EmailHandle>,
 }
 
 impl Reloader {
@@ -228,10 +160,9 @@ impl Reloader {
         self.watches.reload(&config.watch);
         self.pipeline
             .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
-        let grace = self.started.daemon.shutdown_grace;
         if http_changed {
-            self.http.stop(grace).await;
-            match self.http.start(&config, &self.shutdown).await {
+            self.supervisor.stop(HTTP).await;
+            match start_http(&config, &self.supervisor, &self.owner, &self.data_dir).await {
                 Ok(()) => {
                     info!("SIGHUP: the HTTP server restarted with the new routes");
                     self.live.http = config.http.clone();
@@ -242,19 +173,28 @@ impl Reloader {
                     let error = format!(
                         "the new HTTP server could not start ({e:#}); the previous one runs again"
                     );
-                    if let Err(again) = self.http.start(&self.live, &self.shutdown).await {
+                    if let Err(again) =
+                        start_http(&self.live, &self.supervisor, &self.owner, &self.data_dir).await
+                    {
                         error!(error = %format!("{again:#}"), "the previous HTTP server could not start again either");
                     }
                     return Err(error);
                 }
             }
         }
-        if let (Some(parts), Some(channel)) = (new_email, self.email.as_mut()) {
-            channel.stop(grace).await;
-            channel.handle.set(parts);
-            channel
-                .start(&self.shutdown)
-                .map_err(|e| format!("{e:#}"))?;
+        if let (Some(parts), Some(handle)) = (new_email, self.email.as_ref()) {
+            self.supervisor
+                .stop(crate::channels::email::inbound::CHANNEL)
+                .await;
+            handle.set(parts);
+            start_email(
+                handle,
+                &self.supervisor,
+                &self.store,
+                &self.data_dir,
+                &self.pipeline,
+            )
+            .map_err(|e| format!("{e:#}"))?;
             info!("SIGHUP: the email channel restarted with the new account");
             self.live.email = config.email.clone();
         }
@@ -288,14 +228,5 @@ impl Reloader {
             "SIGHUP: configuration reloaded"
         );
         Ok(restart_needed)
-    }
-
-    /// Stops the restartable channels (shutdown).
-    pub async fn stop_channels(&mut self) {
-        let grace = self.started.daemon.shutdown_grace;
-        self.http.stop(grace).await;
-        if let Some(email) = self.email.as_mut() {
-            email.stop(grace).await;
-        }
     }
 }

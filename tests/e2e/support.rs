@@ -12,7 +12,7 @@ use steward_events::{EventId, TrajectoryItem, Urgency};
 use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_steward");
-pub const MAX_TEXT: usize = steward_daemon::channels::owner_message::MAX_MESSAGE_BYTES;
+pub const MAX_TEXT: usize = steward_daemon::owner::MAX_MESSAGE_BYTES;
 
 pub struct TestDaemon {
     pub dir: TempDir,

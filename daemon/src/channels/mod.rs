@@ -8,10 +8,10 @@
 // that can panic; where an index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+pub mod context;
 pub mod email;
 pub mod health;
 pub mod http;
-pub mod owner_message;
 pub mod submit;
 pub mod timer;
 pub mod user;

@@ -104,7 +104,7 @@ fn config_check(path: Option<&Path>) -> (Check, Option<Config>) {
             );
         }
     };
-    match crate::daemon::check(&config) {
+    match crate::core::check(&config) {
         Ok(()) => (
             pass("config", format!("{} is valid", path.display())),
             Some(config),

@@ -67,7 +67,7 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
                 return ExitCode::from(EX_TEMPFAIL);
             }
             // A bad config, or a data dir from a newer version: restarting cannot help.
-            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some()
+            if e.downcast_ref::<crate::core::ConfigProblem>().is_some()
                 || e.downcast_ref::<crate::store::schema::SchemaError>()
                     .is_some_and(|e| matches!(e, crate::store::schema::SchemaError::Newer { .. }))
             {

@@ -565,14 +565,14 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
-    match crate::daemon::check(&config) {
+    match crate::core::check(&config) {
         Ok(()) => {
             output::out!("{}: ok", path.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("steward: {}: {e:#}", path.display());
-            if e.downcast_ref::<crate::daemon::ConfigProblem>().is_some() {
+            if e.downcast_ref::<crate::core::ConfigProblem>().is_some() {
                 ExitCode::from(EX_CONFIG)
             } else {
                 ExitCode::FAILURE

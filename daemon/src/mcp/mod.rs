@@ -25,50 +25,38 @@ use std::time::Duration;
 
 use steward_config::McpServerConfig;
 use steward_tools::{ToolHandler, ToolRegistry, ToolSource};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 pub use connection::{Connection, Incoming, McpError};
 pub use tools::tool_name;
 
-use crate::channels::health::pause;
-use crate::channels::{Backoff, ChannelHealth};
-use crate::status::StatusBoard;
+use crate::channels::ChannelHealth;
+use crate::channels::context::{ChannelContext, Down};
+use crate::supervisor::Supervisor;
 
 /// How long start-up waits for the servers' first tool lists.
 pub const START_WAIT: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Starts a supervisor per server and waits for their first lists (see the module docs).
+/// Starts each server as a channel of the supervisor and waits for their first lists (see
+/// the module docs).
 pub async fn start(
     servers: &[McpServerConfig],
     registry: Arc<ToolRegistry>,
-    status: Arc<StatusBoard>,
-    tasks: &TaskTracker,
-    shutdown: CancellationToken,
+    supervisor: &Supervisor,
 ) {
-    let (first_try, mut tried) = mpsc::channel::<()>(servers.len().max(1));
-    for server in servers {
-        let supervisor = Supervisor {
-            server: server.clone(),
-            registry: registry.clone(),
-            status: status.clone(),
-            first_try: Some(first_try.clone()),
-            tasks: tasks.clone(),
-        };
-        tasks.spawn(supervisor.run(shutdown.clone()));
-    }
-    drop(first_try);
-    let all = async {
-        for _ in servers {
-            if tried.recv().await.is_none() {
-                break;
-            }
-        }
-    };
-    if tokio::time::timeout(START_WAIT, all).await.is_err() {
+    let settled: Vec<_> = servers
+        .iter()
+        .map(|server| {
+            let source = McpSource {
+                server: server.clone(),
+                registry: registry.clone(),
+            };
+            supervisor.start(&format!("mcp:{}", server.name), move |cx| run(source, cx))
+        })
+        .collect();
+    let all = futures_util::future::join_all(settled.into_iter().map(|s| s.wait(START_WAIT)));
+    if all.await.iter().any(|settled| !settled) {
         warn!(
             wait_secs = START_WAIT.as_secs(),
             "some MCP servers are not ready yet; starting without their tools"
@@ -76,105 +64,87 @@ pub async fn start(
     }
 }
 
-struct Supervisor {
-    server: McpServerConfig,
-    registry: Arc<ToolRegistry>,
-    status: Arc<StatusBoard>,
-    /// Told once the first connection attempt has listed tools or failed.
-    first_try: Option<mpsc::Sender<()>>,
-    /// The daemon's tracker: each connection's own tasks run on it.
-    tasks: TaskTracker,
+/// One server and the registry its tools go to.
+#[derive(Clone, Debug)]
+pub struct McpSource {
+    pub server: McpServerConfig,
+    pub registry: Arc<ToolRegistry>,
 }
 
-impl Supervisor {
-    fn channel(&self) -> String {
-        format!("mcp:{}", self.server.name)
-    }
+/// Keeps the server connected until the channel stops; its tools leave the registry
+/// whenever the connection is down, and when the channel stops.
+pub async fn run(source: McpSource, cx: ChannelContext) {
+    let server = Server { source, cx };
+    // Dropping the handlers drops the connection: the child is killed.
+    let _clear = ClearOnDrop(&server);
+    server
+        .cx
+        .keep_up(MAX_BACKOFF, || async {
+            let ended = server.serve().await;
+            server.clear();
+            Err(Down::Failed(ended))
+        })
+        .await;
+}
 
+struct Server {
+    source: McpSource,
+    cx: ChannelContext,
+}
+
+/// Takes the server's tools out of the registry when the channel's future ends or is dropped.
+struct ClearOnDrop<'a>(&'a Server);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl Server {
     fn source(&self) -> ToolSource {
-        ToolSource::Mcp(self.server.name.clone())
+        ToolSource::Mcp(self.source.server.name.clone())
     }
 
-    async fn run(mut self, shutdown: CancellationToken) {
-        let mut backoff = Backoff::new(MAX_BACKOFF);
-        loop {
-            self.status
-                .set_channel(&self.channel(), ChannelHealth::starting("starting"));
-            let error = tokio::select! {
-                () = shutdown.cancelled() => {
-                    // Dropping the handlers drops the connection: the child is killed.
-                    self.registry.replace_source(&self.source(), Vec::new());
-                    return;
-                }
-                error = self.serve(&shutdown) => error,
-            };
-            self.registry.replace_source(&self.source(), Vec::new());
-            self.first_try.take();
-            if error.connected {
-                backoff.reset();
-            }
-            let wait = backoff.next_wait();
-            warn!(server = %self.server.name, error = %error.message, retry_secs = wait.as_secs(), "MCP server unavailable; restarting");
-            self.status.set_channel(
-                &self.channel(),
-                ChannelHealth::backoff(&error.message, wait),
-            );
-            if !pause(wait, &shutdown).await {
-                return;
-            }
-        }
+    fn clear(&self) {
+        self.source
+            .registry
+            .replace_source(&self.source(), Vec::new());
     }
 
     /// One connection's life: handshake, tools, then waiting for changes until it ends.
-    async fn serve(&mut self, shutdown: &CancellationToken) -> Ended {
-        let fail = |connected: bool| {
-            move |e: McpError| Ended {
-                message: e.to_string(),
-                connected,
-            }
-        };
+    /// Why it ended.
+    async fn serve(&self) -> String {
         // The connection's tasks stop when this attempt ends, however it ends.
-        let stop = shutdown.child_token();
+        let stop = self.cx.shutdown().child_token();
         let _stop_when_done = stop.clone().drop_guard();
         let tasks = connection::ConnectionTasks {
-            tracker: self.tasks.clone(),
+            tracker: self.cx.tracker().clone(),
             stop,
         };
-        let (connection, mut incoming) = match Connection::open(&self.server.transport, tasks) {
-            Ok(opened) => opened,
-            Err(e) => return fail(false)(e),
-        };
+        let (connection, mut incoming) =
+            match Connection::open(&self.source.server.transport, tasks) {
+                Ok(opened) => opened,
+                Err(e) => return e.to_string(),
+            };
         let connection = Arc::new(connection);
         let server_info = match connection.initialize().await {
             Ok(info) => info,
-            Err(e) => return fail(false)(e),
+            Err(e) => return e.to_string(),
         };
         if let Err(e) = self.load_tools(&connection).await {
-            return fail(false)(e);
+            return e.to_string();
         }
-        info!(server = %self.server.name, info = %server_info, "MCP server connected");
-        if let Some(first_try) = self.first_try.take() {
-            let _ = first_try.send(()).await;
-        }
+        info!(server = %self.source.server.name, info = %server_info, "MCP server connected");
         loop {
             match incoming.recv().await {
                 Some(Incoming::ToolsChanged) => {
                     if let Err(e) = self.load_tools(&connection).await {
-                        return fail(true)(e);
+                        return e.to_string();
                     }
                 }
-                Some(Incoming::Closed(reason)) => {
-                    return Ended {
-                        message: reason,
-                        connected: true,
-                    };
-                }
-                None => {
-                    return Ended {
-                        message: "the connection ended".into(),
-                        connected: true,
-                    };
-                }
+                Some(Incoming::Closed(reason)) => return reason,
+                None => return "the connection ended".into(),
             }
         }
     }
@@ -191,45 +161,37 @@ impl Supervisor {
             .filter_map(|tool| Some((tool["name"].as_str()?, tool)))
             .collect();
         // Names other sources hold: built-ins, other servers' tools.
-        let reserved = self.registry.names_outside(&self.source());
+        let reserved = self.source.registry.names_outside(&self.source());
         let tools: Vec<(steward_tools::ToolContract, Arc<dyn ToolHandler>)> =
-            tools::local_names(&self.server.name, &remotes, &reserved)
+            tools::local_names(&self.source.server.name, &remotes, &reserved)
                 .into_iter()
                 .filter_map(|name| {
                     if name.disambiguated {
-                        info!(server = %self.server.name, remote = name.remote, local = %name.local, "MCP tool renamed: its plain name is another tool's");
+                        info!(server = %self.source.server.name, remote = name.remote, local = %name.local, "MCP tool renamed: its plain name is another tool's");
                     }
                     let tool = by_remote.get(name.remote)?;
-                    let contract = tools::contract(&self.server, tool, name.local)?;
+                    let contract = tools::contract(&self.source.server, tool, name.local)?;
                     let handler: Arc<dyn ToolHandler> = Arc::new(tools::McpTool {
                         connection: connection.clone(),
-                        server: self.server.name.clone(),
+                        server: self.source.server.name.clone(),
                         remote: name.remote.to_owned(),
-                        timeout: self.server.call_timeout,
+                        timeout: self.source.server.call_timeout,
                     });
                     Some((contract, handler))
                 })
                 .collect();
         if remotes.len() > tools.len() {
-            warn!(server = %self.server.name, listed = remotes.len(), distinct = tools.len(), "the MCP server listed a tool name more than once; the first entry is used");
+            warn!(server = %self.source.server.name, listed = remotes.len(), distinct = tools.len(), "the MCP server listed a tool name more than once; the first entry is used");
         }
         let offered = tools.len();
-        let rejected = self.registry.replace_source(&self.source(), tools);
+        let rejected = self.source.registry.replace_source(&self.source(), tools);
         for error in &rejected {
-            warn!(server = %self.server.name, error = %error, "an MCP tool was refused");
+            warn!(server = %self.source.server.name, error = %error, "an MCP tool was refused");
         }
         let loaded = offered - rejected.len();
-        info!(server = %self.server.name, offered, loaded, "MCP tools loaded");
-        self.status.set_channel(
-            &self.channel(),
-            ChannelHealth::ready(format!("ready ({loaded} tools)")),
-        );
+        info!(server = %self.source.server.name, offered, loaded, "MCP tools loaded");
+        self.cx
+            .set_health(ChannelHealth::ready(format!("ready ({loaded} tools)")));
         Ok(())
     }
-}
-
-/// Why a connection ended, and whether it had been up (then backoff starts over).
-struct Ended {
-    message: String,
-    connected: bool,
 }

@@ -19,7 +19,7 @@
 //! downloaded: their headers alone are read and the event is `rejected` with the sizes.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use anyhow::Context;
@@ -30,16 +30,14 @@ use steward_events::{
     EmailMessage, Event, EventState, Payload, SavedAttachment, Sender, SenderDecision, Source,
     Trust,
 };
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::account::{Account, Session, bounded};
 use super::auth::SenderAuth;
 use super::parse::{self, ParsedMail};
 use super::replies::MailCommands;
-use crate::channels::health::pause;
-use crate::channels::{Backoff, ChannelHealth};
-use crate::status::StatusBoard;
+use crate::channels::ChannelHealth;
+use crate::channels::context::{ChannelContext, Down};
 
 /// How long one IDLE lasts before it is re-issued (RFC 2177: servers may drop it at 30 min).
 pub const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
@@ -82,8 +80,7 @@ impl Watermarks {
 pub struct Inbound {
     pub account: Account,
     pub auth: SenderAuth,
-    pub submitter: crate::channels::Submitter,
-    pub status: Arc<StatusBoard>,
+    pub cx: ChannelContext,
     pub watermarks: Watermarks,
     pub attachments_dir: PathBuf,
     pub commands: MailCommands,
@@ -94,35 +91,23 @@ impl Inbound {
         format!("email:{}", self.account.config.mailbox.to_ascii_lowercase())
     }
 
-    /// Reads the mailbox until shutdown, reconnecting after any error.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let mut backoff = Backoff::new(MAX_BACKOFF);
-        loop {
-            self.status
-                .set_channel(CHANNEL, ChannelHealth::starting("connecting"));
-            let error = match self.session(&shutdown, &mut backoff).await {
-                Ok(()) => return,
-                Err(e) => e,
-            };
-            let wait = backoff.next_wait();
-            warn!(error = %format!("{error:#}"), retry_secs = wait.as_secs(), "email: connection lost; reconnecting");
-            self.status
-                .set_channel(CHANNEL, ChannelHealth::backoff(format!("{error:#}"), wait));
-            if !pause(wait, &shutdown).await {
-                return;
-            }
-        }
+    /// Reads the mailbox until the channel stops, reconnecting after any error.
+    pub async fn run(self) {
+        self.cx
+            .keep_up(MAX_BACKOFF, || async {
+                self.cx.set_health(ChannelHealth::starting("connecting"));
+                self.session()
+                    .await
+                    .map_err(|error| Down::Failed(format!("{error:#}")))
+            })
+            .await;
     }
 
     /// One session: Ok on shutdown, Err on anything that needs a reconnect.
-    async fn session(
-        &self,
-        shutdown: &CancellationToken,
-        backoff: &mut Backoff,
-    ) -> anyhow::Result<()> {
+    async fn session(&self) -> anyhow::Result<()> {
+        let shutdown = self.cx.shutdown();
         let config = &self.account.config;
         let mut session = self.account.imap().await?;
-        backoff.reset();
         let capabilities = bounded("CAPABILITY", session.capabilities()).await?;
         let has_idle = capabilities.has_str("IDLE");
         let selected = bounded("SELECT", session.select(&config.mailbox)).await?;
@@ -138,8 +123,7 @@ impl Inbound {
             };
             self.watermarks.save(&config.mailbox, mark)?;
         }
-        self.status
-            .set_channel(CHANNEL, ChannelHealth::ready("connected"));
+        self.cx.set_health(ChannelHealth::ready("connected"));
         // Untagged responses outside IDLE's wait (EXISTS sent while a FETCH ran, or before
         // the server's "+ idling") land here; one of them means new mail may be waiting.
         let notices = session.unsolicited_responses.clone();
@@ -150,8 +134,7 @@ impl Inbound {
                 return Ok(());
             }
             if has_idle {
-                self.status
-                    .set_channel(CHANNEL, ChannelHealth::ready("idle"));
+                self.cx.set_health(ChannelHealth::ready("idle"));
                 let mut idle = session.idle();
                 bounded("IDLE", idle.init()).await?;
                 let arrived_meanwhile = std::iter::from_fn(|| notices.try_recv().ok()).any(|r| {
@@ -172,8 +155,7 @@ impl Inbound {
                 }
                 session = bounded("DONE", idle.done()).await?;
             } else {
-                self.status
-                    .set_channel(CHANNEL, ChannelHealth::ready("polling"));
+                self.cx.set_health(ChannelHealth::ready("polling"));
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
                     () = tokio::time::sleep(config.poll) => {}
@@ -314,7 +296,7 @@ impl Inbound {
             // The header section is unique per delivery (Received lines, dates).
             _ => format!("email:{}", parse::content_id(header)),
         };
-        if self.submitter.inbox().is_claimed(&key)? {
+        if self.cx.submitter().inbox().is_claimed(&key)? {
             return Ok(());
         }
         let from = parsed.as_ref().map_or("unknown", |m| m.from.as_str());
@@ -335,7 +317,7 @@ impl Inbound {
             uid,
             size, from, "email over the size limit; recorded as rejected"
         );
-        self.submitter.reject(event, reason).await?;
+        self.cx.reject(event, reason).await?;
         Ok(())
     }
 
@@ -345,7 +327,7 @@ impl Inbound {
             Ok(mail) => mail,
             Err(reason) => {
                 let key = format!("email:{}", parse::content_id(raw));
-                if self.submitter.inbox().is_claimed(&key)? {
+                if self.cx.submitter().inbox().is_claimed(&key)? {
                     return Ok(());
                 }
                 let mut event = self.base_event(
@@ -361,14 +343,14 @@ impl Inbound {
                 );
                 event.dedupe_key = Some(key);
                 warn!(uid, %reason, "unprocessable email; recorded as dead");
-                self.submitter
+                self.cx
                     .record_terminal(event, EventState::Dead { error: reason })
                     .await?;
                 return Ok(());
             }
         };
         let key = mail.dedupe_key();
-        if self.submitter.inbox().is_claimed(&key)? {
+        if self.cx.submitter().inbox().is_claimed(&key)? {
             debug!(uid, message_id = %mail.message_id, "already an event");
             return Ok(());
         }
@@ -406,7 +388,7 @@ impl Inbound {
                     self.event(&mail, &authenticated_by, how, Trust::Untrusted, Vec::new());
                 event.dedupe_key = Some(key);
                 info!(uid, from = %mail.from, %reason, "email rejected");
-                self.submitter.reject(event, reason).await?;
+                self.cx.reject(event, reason).await?;
             }
             SenderDecision::Accept(trust) => {
                 if trust == Trust::Owner
@@ -414,7 +396,7 @@ impl Inbound {
                 {
                     let mut event = self.event(&mail, &authenticated_by, how, trust, Vec::new());
                     event.dedupe_key = Some(key);
-                    self.submitter
+                    self.cx
                         .record_terminal(event, EventState::Handled { outcome })
                         .await?;
                     return Ok(());
@@ -423,7 +405,7 @@ impl Inbound {
                 let mut event = self.event(&mail, &authenticated_by, how, trust, saved);
                 event.dedupe_key = Some(key);
                 info!(uid, from = %mail.from, trust = ?trust, "email received");
-                self.submitter.submit(event).await?;
+                self.cx.submit(event).await?;
             }
         }
         Ok(())

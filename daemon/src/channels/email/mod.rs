@@ -26,14 +26,9 @@ pub mod tools;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use steward_tools::ToolPipeline;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-
-use crate::confirmations::Confirmations;
-use crate::replies::ReplyHub;
-use crate::status::StatusBoard;
+use crate::channels::context::ChannelContext;
 use crate::store::Store;
+use steward_tools::ToolPipeline;
 
 /// The parts of the email channel built with the tool registry (the tools need them).
 #[derive(Clone, Debug)]
@@ -60,63 +55,80 @@ impl EmailHandle {
     }
 }
 
-/// What the running channel needs from the rest of the daemon.
+/// What the email channel runs with besides its context: the account, the store's email
+/// tree, where attachments go, and the pipeline (its ledger settles unknown sends).
 #[derive(Clone, Debug)]
-pub struct Wiring {
-    pub store: Store,
-    pub data_dir: PathBuf,
-    pub submitter: crate::channels::Submitter,
-    pub status: Arc<StatusBoard>,
-    pub replies: ReplyHub,
-    pub confirmations: Arc<Confirmations>,
-    pub pipeline: ToolPipeline,
+pub struct EmailChannel {
+    parts: EmailParts,
+    tree: sled::Tree,
+    attachments_dir: PathBuf,
+    pipeline: ToolPipeline,
 }
 
-/// Spawns the inbound actor, the replier and the reconciliation.
-pub fn start(
-    parts: EmailParts,
-    wiring: Wiring,
-    tasks: &TaskTracker,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+impl EmailChannel {
+    pub fn new(
+        parts: EmailParts,
+        store: &Store,
+        data_dir: &std::path::Path,
+        pipeline: ToolPipeline,
+    ) -> Result<Self, crate::store::StoreError> {
+        let attachments_dir = parts
+            .account
+            .config
+            .attachments_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("attachments"));
+        Ok(Self {
+            parts,
+            tree: store.email_tree()?,
+            attachments_dir,
+            pipeline,
+        })
+    }
+}
+
+/// Runs the channel until it is stopped: the reconciliation of unknown sends and the
+/// replier as tasks of the channel, and the inbound actor (see the module docs).
+pub async fn run(channel: EmailChannel, cx: ChannelContext) {
+    let EmailChannel {
+        parts,
+        tree,
+        attachments_dir,
+        pipeline,
+    } = channel;
     let config = parts.account.config.clone();
-    let tree = wiring.store.email_tree()?;
-    let commands = replies::MailCommands {
-        confirmations: wiring.confirmations.clone(),
+    let confirmations = cx.confirmations().clone();
+    let inbox = cx.submitter().inbox().clone();
+    let replier = replies::Replier {
         mailer: parts.mailer.clone(),
+        inbox: inbox.clone(),
+        replies: cx.replies().clone(),
+        confirmations: confirmations.clone(),
+        tree: tree.clone(),
+        owners: config.senders.owner.clone(),
+        confirm_by_email: config.confirm_by_email,
     };
+    cx.spawn(reconcile::run(
+        pipeline,
+        confirmations.pending.clone(),
+        parts.mailer.clone(),
+        inbox,
+        cx.shutdown().clone(),
+    ));
+    cx.spawn(replier.run(cx.shutdown().clone()));
     let inbound = inbound::Inbound {
         auth: auth::SenderAuth::new(
             config.trusted_authserv_ids.clone(),
             config.dns_servers.clone(),
         ),
         account: parts.account.clone(),
-        submitter: wiring.submitter.clone(),
-        status: wiring.status.clone(),
-        watermarks: inbound::Watermarks(tree.clone()),
-        attachments_dir: config
-            .attachments_dir
-            .clone()
-            .unwrap_or_else(|| wiring.data_dir.join("attachments")),
-        commands,
+        watermarks: inbound::Watermarks(tree),
+        attachments_dir,
+        commands: replies::MailCommands {
+            confirmations,
+            mailer: parts.mailer,
+        },
+        cx,
     };
-    let replier = replies::Replier {
-        mailer: parts.mailer.clone(),
-        inbox: wiring.submitter.inbox().clone(),
-        replies: wiring.replies,
-        confirmations: wiring.confirmations.clone(),
-        tree,
-        owners: config.senders.owner.clone(),
-        confirm_by_email: config.confirm_by_email,
-    };
-    tasks.spawn(reconcile::run(
-        wiring.pipeline,
-        wiring.confirmations.pending.clone(),
-        parts.mailer,
-        wiring.submitter.inbox().clone(),
-        shutdown.clone(),
-    ));
-    tasks.spawn(replier.run(shutdown.clone()));
-    tasks.spawn(inbound.run(shutdown));
-    Ok(())
+    inbound.run().await;
 }

@@ -1,17 +1,16 @@
-//! The owner's HTTP API under `/v1` (bearer token required): send messages, follow replies
-//! and pending actions as server-sent events, read the status and the pending actions, and
-//! answer them. The same data and field names as the CLI's `--json`.
+//! The owner's HTTP API under `/v1` (bearer token required): a thin transport over the
+//! owner API ([`crate::owner`]) — send messages, follow replies and pending actions as
+//! server-sent events, read the status, events, trajectory, jobs, watches and pending
+//! actions, and answer them. The same data and field names as the CLI's `--json`; the
+//! service's errors become 400 (invalid), 404 (not found), 409 (conflict) or 503
+//! (unavailable), with `{"error": MESSAGE}`.
 //!
-//! The token lives in `DATA_DIR/api.token` (mode 0600), made on the first start;
-//! `steward token show` prints it and `steward token rotate` replaces it (the old one stops
-//! working at once). Requests without it get 401 and touch nothing.
+//! The token is [`crate::owner::token`]'s. Requests without it get 401 and touch nothing.
 //!
-//! `POST /v1/messages` takes a message as the control socket does (the same rule,
-//! [`crate::channels::owner_message`]): `202 {"event_id"}`, or for an empty or oversized text
-//! `422 {"event_id", "rejected": REASON}` with the message recorded as a `rejected` event.
-
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+//! `POST /v1/messages` takes a message as the control socket does (the same rule):
+//! `202 {"event_id"}`, or for an empty or oversized text `422 {"event_id", "rejected":
+//! REASON}` with the message recorded as a `rejected` event; `/confirm ID` and `/deny ID`
+//! answer the action (`200` with the action, as `POST /v1/pending/ID/confirm`).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,85 +22,26 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use steward_events::{Event, Payload, Sender, Source, StateKind, Trust, Urgency};
+use steward_events::Urgency;
+use tokio_util::sync::CancellationToken;
 
-use super::verify::constant_time_eq;
-use crate::confirmations::{Answer, Confirmations};
-use crate::protocol::{EventRow, PendingRow};
-use crate::replies::{Announcement, ReplyHub};
-use crate::status::StatusBoard;
+use crate::owner::{CronDone, FrontDoor, OwnerApi, OwnerError, Sent};
+use crate::protocol::CronCommand;
+use crate::replies::Announcement;
 
-/// The API token, shared by the server and the control socket (which rotates it).
-#[derive(Clone, Debug)]
-pub struct ApiToken {
-    path: PathBuf,
-    value: Arc<RwLock<String>>,
-}
-
-impl ApiToken {
-    /// The token of `data_dir`, made (0600) when there is none yet.
-    pub fn load_or_create(data_dir: &Path) -> std::io::Result<Self> {
-        let path = data_dir.join("api.token");
-        let value = match std::fs::read_to_string(&path) {
-            Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
-            _ => write_new(&path)?,
-        };
-        Ok(Self {
-            path,
-            value: Arc::new(RwLock::new(value)),
-        })
-    }
-
-    /// Replaces the token; returns the new one.
-    pub fn rotate(&self) -> std::io::Result<String> {
-        let token = write_new(&self.path)?;
-        *self.value.write().unwrap_or_else(|p| p.into_inner()) = token.clone();
-        Ok(token)
-    }
-
-    fn accepts(&self, given: &str) -> bool {
-        let token = self.value.read().unwrap_or_else(|p| p.into_inner());
-        constant_time_eq(token.as_bytes(), given.as_bytes())
-    }
-}
-
-/// 160 random bits from two ULIDs' random parts, hex.
-fn write_new(path: &Path) -> std::io::Result<String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let token = format!(
-        "{:020x}{:020x}",
-        ulid::Ulid::generate().random(),
-        ulid::Ulid::generate().random()
-    );
-    let temporary = path.with_extension("new");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)?;
-    file.write_all(token.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    Ok(token)
-}
-
+/// The server's state: the owner API and the server's shutdown (a message waiting on a
+/// full inbox gives up with it).
 #[derive(Clone, Debug)]
 pub struct Api {
-    pub token: ApiToken,
-    pub submitter: crate::channels::Submitter,
-    pub status: Arc<StatusBoard>,
-    pub confirmations: Arc<Confirmations>,
-    pub replies: ReplyHub,
-    pub trajectory: Arc<crate::store::Trajectory>,
+    pub owner: OwnerApi,
+    pub shutdown: CancellationToken,
 }
 
 /// The `/v1` routes and `/metrics`, all behind the token unless `metrics_public`.
 pub fn routes(api: Api, metrics_public: bool) -> Router {
     let public = if metrics_public {
         Router::new()
-            .route("/metrics", get(super::metrics::metrics))
+            .route("/metrics", get(metrics))
             .with_state(api.clone())
     } else {
         Router::new()
@@ -109,7 +49,7 @@ pub fn routes(api: Api, metrics_public: bool) -> Router {
     let private = if metrics_public {
         Router::new()
     } else {
-        Router::new().route("/metrics", get(super::metrics::metrics))
+        Router::new().route("/metrics", get(metrics))
     };
     private
         .route("/v1/messages", post(message))
@@ -119,6 +59,8 @@ pub fn routes(api: Api, metrics_public: bool) -> Router {
         .route("/v1/pending", get(pending))
         .route("/v1/pending/{id}/confirm", post(confirm))
         .route("/v1/pending/{id}/deny", post(deny))
+        .route("/v1/cron", get(cron))
+        .route("/v1/watches", get(watches))
         .route("/v1/stream", get(stream))
         .route_layer(middleware::from_fn_with_state(api.clone(), authorize))
         .with_state(api)
@@ -132,9 +74,13 @@ async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Resp
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        Some(token) if api.token.accepts(token.trim()) => next.run(request).await,
+        Some(token) if api.owner.token.accepts(token.trim()) => next.run(request).await,
         _ => StatusCode::UNAUTHORIZED.into_response(),
     }
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    super::metrics::metrics(&api.owner)
 }
 
 fn json_response(status: StatusCode, body: Value) -> Response {
@@ -151,6 +97,22 @@ fn bad_request(message: impl std::fmt::Display) -> Response {
         StatusCode::BAD_REQUEST,
         json!({"error": message.to_string()}),
     )
+}
+
+/// The service's answer as a response: `200` with `ok`'s JSON, or the error's status.
+fn answer<T: serde::Serialize>(result: Result<T, OwnerError>) -> Response {
+    match result {
+        Ok(body) => json_response(StatusCode::OK, json!(body)),
+        Err(e) => {
+            let status = match e {
+                OwnerError::Invalid(_) => StatusCode::BAD_REQUEST,
+                OwnerError::NotFound(_) => StatusCode::NOT_FOUND,
+                OwnerError::Conflict(_) => StatusCode::CONFLICT,
+                OwnerError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            json_response(status, json!({"error": e.to_string()}))
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -170,41 +132,25 @@ async fn message(State(api): State<Api>, body: Bytes) -> Response {
         Some(Some(urgency)) => Some(urgency),
         Some(None) => return bad_request("urgency is cancel, queue or parallel"),
     };
-    let mut event = Event::new(
-        Source::User,
-        "user:http",
-        Sender {
-            identity: "owner".into(),
-            authenticated_by: "api-token".into(),
-        },
-        Trust::Owner,
-        Payload::Message { text: request.text },
-    );
-    event.requested_urgency = urgency;
-    // Refused as the socket refuses it: recorded `rejected`, and the client told why.
-    if let Some(reason) = crate::channels::owner_message::refusal(event.payload.text()) {
-        return match api.submitter.reject(event, reason.clone()).await {
-            Ok(submitted) => json_response(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"event_id": submitted.id, "rejected": reason}),
-            ),
-            Err(e) => json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                json!({"error": e.to_string()}),
-            ),
-        };
-    }
-    match api.submitter.submit(event).await {
-        Ok(submitted) => json_response(StatusCode::ACCEPTED, json!({"event_id": submitted.id})),
-        Err(e) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": e.to_string()}),
+    let sent = api
+        .owner
+        .send(FrontDoor::Http, request.text, urgency, &api.shutdown)
+        .await;
+    match sent {
+        Ok(Sent::Accepted { event_id, .. }) => {
+            json_response(StatusCode::ACCEPTED, json!({"event_id": event_id}))
+        }
+        Ok(Sent::Rejected { event_id, reason }) => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"event_id": event_id, "rejected": reason}),
         ),
+        Ok(Sent::Answered(action)) => answer(Ok(*action)),
+        Err(e) => answer::<()>(Err(e)),
     }
 }
 
 async fn status(State(api): State<Api>) -> Response {
-    json_response(StatusCode::OK, json!(api.status.report()))
+    answer(Ok(api.owner.status()))
 }
 
 /// `?limit=N&state=S`, as `steward events --json` (a JSON array).
@@ -217,56 +163,38 @@ struct Listing {
 }
 
 async fn events(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
-    let state = match listing.state.as_deref().map(StateKind::parse).transpose() {
-        Ok(state) => state,
-        Err(message) => return bad_request(message),
-    };
-    match api.submitter.inbox().list(listing.limit, state) {
-        Ok(records) => {
-            let rows: Vec<EventRow> = records.iter().map(EventRow::from).collect();
-            json_response(StatusCode::OK, json!(rows))
-        }
-        Err(e) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": e.to_string()}),
-        ),
-    }
+    answer(
+        api.owner
+            .events(listing.limit, listing.state.as_deref())
+            .map(|listing| listing.rows),
+    )
 }
 
 /// `?limit=N`, as `steward trajectory --json` (a JSON array).
 async fn trajectory(State(api): State<Api>, Query(listing): Query<Listing>) -> Response {
-    match api.trajectory.list(listing.limit) {
-        Ok(items) => json_response(StatusCode::OK, json!(items)),
-        Err(e) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": e.to_string()}),
-        ),
-    }
+    answer(api.owner.trajectory(listing.limit))
 }
 
 async fn pending(State(api): State<Api>) -> Response {
-    match api.confirmations.list() {
-        Ok(actions) => {
-            let rows: Vec<PendingRow> = actions.iter().map(PendingRow::from).collect();
-            json_response(StatusCode::OK, json!(rows))
-        }
-        Err(e) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": e.to_string()}),
-        ),
-    }
+    answer(api.owner.pending())
 }
 
-fn answer(result: Result<Answer, crate::confirmations::ConfirmError>) -> Response {
-    match result {
-        Ok(Answer::Ran(action) | Answer::Denied(action)) => {
-            json_response(StatusCode::OK, json!(PendingRow::from(&action)))
-        }
-        Ok(Answer::Refused(message)) => {
-            json_response(StatusCode::CONFLICT, json!({"error": message}))
-        }
-        Err(e) => json_response(StatusCode::NOT_FOUND, json!({"error": e.to_string()})),
-    }
+/// As `steward cron list --json` (a JSON array).
+async fn cron(State(api): State<Api>) -> Response {
+    answer(
+        api.owner
+            .cron(CronCommand::List)
+            .await
+            .map(|done| match done {
+                CronDone::Jobs(jobs) => jobs,
+                CronDone::Triggered(_) => Vec::new(),
+            }),
+    )
+}
+
+/// As `steward watch list --json` (a JSON array).
+async fn watches(State(api): State<Api>) -> Response {
+    answer(Ok(api.owner.watches()))
 }
 
 async fn confirm(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes) -> Response {
@@ -278,19 +206,19 @@ async fn confirm(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Byt
             Err(e) => return bad_request(format!("expected {{\"args\"?}}: {e}")),
         }
     };
-    answer(api.confirmations.approve(&id, args).await)
+    answer(api.owner.confirm(&id, args).await)
 }
 
 async fn deny(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes) -> Response {
     let reason = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
-    answer(api.confirmations.deny(&id, reason).await)
+    answer(api.owner.deny(&id, reason).await)
 }
 
 /// Replies, notices, step endings and tool results as they are announced.
 async fn stream(State(api): State<Api>) -> impl IntoResponse {
-    let receiver = api.replies.subscribe();
+    let receiver = api.owner.replies().subscribe();
     let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
         let event = match receiver.recv().await {
             Ok(announcement) => {

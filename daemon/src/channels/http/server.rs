@@ -26,12 +26,13 @@ use axum::routing::{get, post};
 use steward_config::{HttpConfig, WebhookRouteConfig};
 use steward_events::{Event, Payload, Sender, SenderDecision, SenderPolicy, Source, Trust};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::template::{DeliveryBody, render};
 use super::verify::{Auth, verify};
-use crate::status::StatusBoard;
+use crate::channels::ChannelHealth;
+use crate::channels::context::ChannelContext;
+use crate::owner::OwnerApi;
 
 /// A route ready to serve: its config, its secret, its rate bucket.
 struct Route {
@@ -68,8 +69,7 @@ impl Route {
 #[derive(Clone)]
 struct AppState {
     routes: Arc<HashMap<String, Route>>,
-    submitter: crate::channels::Submitter,
-    status: Arc<StatusBoard>,
+    cx: ChannelContext,
     senders: Arc<SenderPolicy>,
 }
 
@@ -90,17 +90,35 @@ pub enum HttpError {
     },
 }
 
-/// Binds the server and returns the task that serves until `shutdown`.
-pub async fn start(
+/// The server, checked and bound, ready to [`run`].
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    address: SocketAddr,
+    routes: HashMap<String, Route>,
+    senders: SenderPolicy,
+    owner: OwnerApi,
+    metrics_public: bool,
+    request_timeout: std::time::Duration,
+    largest_body: usize,
+}
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bound")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server the config asks for: each route's secret read, the address bound (and
+/// written to `DATA_DIR/http.addr`). Nothing is served until [`run`].
+pub async fn bind(
     http: &HttpConfig,
     routes: &[WebhookRouteConfig],
     senders: SenderPolicy,
-    api: super::api::Api,
+    owner: OwnerApi,
     data_dir: &Path,
-    shutdown: CancellationToken,
-) -> Result<impl std::future::Future<Output = ()> + Send + 'static, HttpError> {
-    let submitter = api.submitter.clone();
-    let status = api.status.clone();
+) -> Result<Bound, HttpError> {
     let mut table = HashMap::new();
     for (index, config) in routes.iter().enumerate() {
         let secret = config.secret.read().map_err(|reason| HttpError::Secret {
@@ -119,54 +137,66 @@ pub async fn start(
         };
         table.insert(config.name.clone(), route);
     }
-    let largest = routes
+    let largest_body = routes
         .iter()
         .map(|r| r.max_body_bytes)
         .chain([http.max_body_bytes])
         .max()
         .unwrap_or(http.max_body_bytes);
+    let bind_error = |source| HttpError::Bind {
+        address: http.listen.clone(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(&http.listen)
+        .await
+        .map_err(bind_error)?;
+    let address: SocketAddr = listener.local_addr().map_err(bind_error)?;
+    // For tools and tests that asked for port 0.
+    let _ = std::fs::write(data_dir.join("http.addr"), address.to_string());
+    Ok(Bound {
+        listener,
+        address,
+        routes: table,
+        senders,
+        owner,
+        metrics_public: http.metrics_public,
+        request_timeout: http.request_timeout,
+        largest_body,
+    })
+}
+
+/// Serves until the channel is stopped; requests in flight finish.
+pub async fn run(bound: Bound, cx: ChannelContext) {
+    let api = super::api::Api {
+        owner: bound.owner,
+        shutdown: cx.shutdown().clone(),
+    };
     let state = AppState {
-        routes: Arc::new(table),
-        submitter,
-        status: status.clone(),
-        senders: Arc::new(senders),
+        routes: Arc::new(bound.routes),
+        cx: cx.clone(),
+        senders: Arc::new(bound.senders),
     };
     let app = Router::new()
         .route("/hooks/{name}", post(deliver))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(state)
-        .merge(super::api::routes(api, http.metrics_public))
-        .layer(DefaultBodyLimit::max(largest))
+        .merge(super::api::routes(api, bound.metrics_public))
+        .layer(DefaultBodyLimit::max(bound.largest_body))
         .layer(axum::middleware::from_fn_with_state(
-            http.request_timeout,
+            bound.request_timeout,
             within_deadline,
         ));
-    let listener = tokio::net::TcpListener::bind(&http.listen)
-        .await
-        .map_err(|source| HttpError::Bind {
-            address: http.listen.clone(),
-            source,
-        })?;
-    let address: SocketAddr = listener.local_addr().map_err(|source| HttpError::Bind {
-        address: http.listen.clone(),
-        source,
-    })?;
-    // For tools and tests that asked for port 0.
-    let _ = std::fs::write(data_dir.join("http.addr"), address.to_string());
-    status.set_channel(
-        "http",
-        crate::channels::ChannelHealth::ready(format!("listening on {address}")),
-    );
+    let address = bound.address;
+    cx.set_health(ChannelHealth::ready(format!("listening on {address}")));
     info!(%address, "HTTP server listening");
-    Ok(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            warn!(error = %e, "the HTTP server stopped");
-        }
-    })
+    let shutdown = cx.shutdown().clone();
+    let served = axum::serve(bound.listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = served {
+        warn!(error = %e, "the HTTP server stopped");
+    }
 }
 
 /// Bounds one request (reading its body included, `[http] request_timeout_secs`): a client
@@ -187,7 +217,8 @@ async fn within_deadline(
 
 async fn ready(State(state): State<AppState>) -> Response {
     let down: Vec<String> = state
-        .status
+        .cx
+        .status()
         .channels_down()
         .into_iter()
         .map(|(name, state)| format!("{name}: {state}"))
@@ -263,7 +294,7 @@ async fn deliver(
                 let event = delivery_event(route, &headers, &body, delivery, Trust::Untrusted);
                 let reason =
                     format!("{identity} is not a known sender (senders.unknown = \"reject\")");
-                return match state.submitter.reject(event, reason.clone()).await {
+                return match state.cx.reject(event, reason.clone()).await {
                     Ok(recorded) => json(
                         StatusCode::FORBIDDEN,
                         serde_json::json!({"event_id": recorded.id, "rejected": reason}),
@@ -274,7 +305,7 @@ async fn deliver(
         }
     };
     let event = delivery_event(route, &headers, &body, delivery, trust);
-    match state.submitter.submit(event).await {
+    match state.cx.submit(event).await {
         Ok(submitted) => match submitted.duplicate_of {
             Some(original) => json(
                 StatusCode::OK,

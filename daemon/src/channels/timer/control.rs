@@ -103,6 +103,14 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// What the timer channel runs on: the same jobs, woken by the same bell.
+    pub fn timer_jobs(&self) -> super::TimerJobs {
+        super::TimerJobs {
+            jobs: self.jobs.clone(),
+            changed: self.changed.clone(),
+        }
+    }
+
     pub fn list(&self) -> Result<Vec<JobRow>, SchedulerError> {
         Ok(self.jobs.all()?.iter().map(JobRow::from).collect())
     }

@@ -32,12 +32,10 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use steward_events::{Event, EventState, Payload, Sender, Source, Trust};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::channels::health::pause;
-use crate::channels::{Backoff, ChannelHealth, Submitter};
-use crate::status::StatusBoard;
+use crate::channels::ChannelHealth;
+use crate::channels::context::{ChannelContext, Down};
 use crate::store::StoreError;
 use jobs::{Job, JobStore};
 use schedule::catch_up;
@@ -47,36 +45,34 @@ pub const MAX_CATCH_UP: usize = 1000;
 /// The loop wakes at least this often (a changed clock, jobs changed by hand).
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
-#[derive(Debug)]
-pub struct Timer {
-    pub submitter: Submitter,
+/// What the timer needs besides its context: the jobs and the bell rung when they change.
+#[derive(Clone, Debug)]
+pub struct TimerJobs {
     pub jobs: JobStore,
-    pub status: Arc<StatusBoard>,
     /// Woken when jobs are added, changed or removed.
     pub changed: Arc<Notify>,
 }
 
-impl Timer {
-    pub async fn run(self, shutdown: CancellationToken) {
-        let mut backoff = Backoff::new(MAX_SLEEP);
-        loop {
-            let error = tokio::select! {
-                () = shutdown.cancelled() => return,
-                result = self.serve() => match result {
-                    Ok(()) => return,
-                    Err(e) => e,
-                },
-            };
-            let wait = backoff.next_wait();
-            warn!(error = %error, retry_secs = wait.as_secs(), "the timer stopped on a storage error; restarting");
-            self.status
-                .set_channel("timer", ChannelHealth::backoff(&error, wait));
-            if !pause(wait, &shutdown).await {
-                return;
-            }
-        }
-    }
+/// Runs the timer channel until it is stopped (see the module docs).
+pub async fn run(jobs: TimerJobs, cx: ChannelContext) {
+    let timer = Timer { jobs, cx };
+    timer
+        .cx
+        .keep_up(MAX_SLEEP, || async {
+            timer
+                .serve()
+                .await
+                .map_err(|e| Down::Failed(format!("storage error: {e}")))
+        })
+        .await;
+}
 
+struct Timer {
+    jobs: TimerJobs,
+    cx: ChannelContext,
+}
+
+impl Timer {
     async fn serve(&self) -> Result<(), StoreError> {
         self.catch_up(Utc::now()).await?;
         let mut queue = self.queue()?;
@@ -87,7 +83,7 @@ impl Timer {
                     break;
                 }
                 queue.pop_first();
-                let Some(job) = self.jobs.get(&name)? else {
+                let Some(job) = self.jobs.jobs.get(&name)? else {
                     continue;
                 };
                 if let Some(job) = self.fire(job, at).await?
@@ -97,19 +93,16 @@ impl Timer {
                 }
             }
             let next = queue.first().map(|(at, _)| *at);
-            self.status.set_channel(
-                "timer",
-                ChannelHealth::ready(match next {
-                    Some(at) => format!("running ({} active jobs, next {at})", queue.len()),
-                    None => "running (no active jobs)".to_owned(),
-                }),
-            );
+            self.cx.set_health(ChannelHealth::ready(match next {
+                Some(at) => format!("running ({} active jobs, next {at})", queue.len()),
+                None => "running (no active jobs)".to_owned(),
+            }));
             let sleep = next
                 .and_then(|at| (at - now).to_std().ok())
                 .unwrap_or(MAX_SLEEP)
                 .min(MAX_SLEEP);
             tokio::select! {
-                () = self.changed.notified() => queue = self.queue()?,
+                () = self.jobs.changed.notified() => queue = self.queue()?,
                 () = tokio::time::sleep(sleep) => {}
             }
         }
@@ -120,7 +113,7 @@ impl Timer {
     /// occurrences; rebuilt when jobs are changed by hand.
     fn queue(&self) -> Result<BTreeSet<(DateTime<Utc>, String)>, StoreError> {
         let mut queue = BTreeSet::new();
-        for job in self.jobs.iter() {
+        for job in self.jobs.jobs.iter() {
             let job = job?;
             if let Some(next) = next_occurrence(&job) {
                 queue.insert((next, job.spec.name));
@@ -131,7 +124,7 @@ impl Timer {
 
     /// Handles what fell due while the daemon was down (see the module docs).
     async fn catch_up(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        for job in self.jobs.iter() {
+        for job in self.jobs.jobs.iter() {
             let mut job = job?;
             if !job.active() {
                 continue;
@@ -190,12 +183,12 @@ impl Timer {
     /// Submits the occurrence's event unless it was claimed already, and moves the cursor.
     async fn claim(&self, mut job: Job, at: DateTime<Utc>) -> Result<Job, StoreError> {
         let key = occurrence_key(&job.spec.name, at);
-        if self.submitter.inbox().is_claimed(&key)? {
+        if self.cx.submitter().inbox().is_claimed(&key)? {
             info!(job = %job.spec.name, at = %at, "occurrence already claimed before a restart");
         } else {
             let mut event = occurrence_event(&job, at, false);
             event.dedupe_key = Some(key);
-            let submitted = self.submitter.submit(event).await?;
+            let submitted = self.cx.submit(event).await?;
             info!(job = %job.spec.name, at = %at, event_id = %submitted.id, "scheduled job fired");
             job.last_outcome = Some(format!("ran {at} (event {})", submitted.id));
         }
@@ -210,12 +203,12 @@ impl Timer {
         reason: &str,
     ) -> Result<(), StoreError> {
         let key = occurrence_key(&job.spec.name, at);
-        if self.submitter.inbox().is_claimed(&key)? {
+        if self.cx.submitter().inbox().is_claimed(&key)? {
             return Ok(());
         }
         let mut event = occurrence_event(job, at, false);
         event.dedupe_key = Some(key);
-        self.submitter
+        self.cx
             .record_terminal(
                 event,
                 EventState::Missed {
@@ -230,10 +223,10 @@ impl Timer {
     fn save_or_retire(&self, job: &Job, schedule: &schedule::Schedule) -> Result<(), StoreError> {
         if schedule.next_after(job.cursor, job.zone()).is_none() {
             info!(job = %job.spec.name, "the job has no occurrence left; removed");
-            self.jobs.remove(&job.spec.name)?;
+            self.jobs.jobs.remove(&job.spec.name)?;
             return Ok(());
         }
-        self.jobs.put(job)
+        self.jobs.jobs.put(job)
     }
 }
 

@@ -2,9 +2,11 @@
 //! [`crate::protocol`]. Whoever connects is the owner: the socket is only reachable by the
 //! daemon's own user, and each peer's uid is checked against the data dir's owner anyway.
 //!
-//! Messages are validated by the rule every front door shares ([`super::owner_message`]):
-//! empty or oversized text is recorded as a `rejected` event and the client is told why. Everything else is classified (urgency rules) and submitted; the
-//! client gets `accepted` only once the event is durable.
+//! A thin transport over the owner API ([`crate::owner`]): each request line maps to one of
+//! its calls, its answer to response lines. Messages follow the rule every front door
+//! shares: empty or oversized text is recorded as a `rejected` event and the client is told
+//! why; everything else is classified (urgency rules) and submitted, and the client gets
+//! `accepted` only once the event is durable.
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
@@ -12,40 +14,28 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, EventId, Payload, Sender, Source, StateKind, Trust, Urgency};
-use steward_tools::ToolRegistry;
+use steward_events::{EventId, Urgency};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::confirmations::{Answer, Confirmations};
-use crate::protocol::{ChatLine, CronCommand, EventRow, PendingRow, Request, Response};
-use crate::replies::{Announcement, ReplyHub};
-use crate::status::StatusBoard;
-use crate::store::Trajectory;
+use crate::channels::ChannelHealth;
+use crate::channels::context::ChannelContext;
+use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
+use crate::protocol::{ChatLine, EventRow, Request, Response};
+use crate::replies::Announcement;
 
-use super::Submitter;
-
-/// Longest message accepted from the socket.
-use super::owner_message::MAX_MESSAGE_BYTES;
-
+/// The bound control socket and who may use it.
 #[derive(Debug)]
-pub struct UserChannel {
-    pub socket_path: PathBuf,
+pub struct Socket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+    /// The data dir's owner: the only uid served.
     pub owner_uid: u32,
-    pub submitter: Submitter,
-    pub trajectory: Arc<Trajectory>,
-    pub tools: Arc<ToolRegistry>,
-    pub replies: ReplyHub,
-    pub status: Arc<StatusBoard>,
-    pub confirmations: Arc<Confirmations>,
-    pub scheduler: crate::channels::timer::control::Scheduler,
-    pub watches: crate::channels::watch::set::WatchSet,
-    pub api_token: crate::channels::http::api::ApiToken,
+    pub owner: OwnerApi,
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the data dir lock, so no live
@@ -61,34 +51,54 @@ pub fn bind(path: &std::path::Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-impl UserChannel {
-    pub async fn run(self, listener: UnixListener, shutdown: CancellationToken) {
-        let this = Arc::new(self);
-        let sessions = TaskTracker::new();
-        this.status
-            .set_channel("user", super::ChannelHealth::ready("listening"));
-        info!(channel = "user", socket = %this.socket_path.display(), "control socket listening");
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        let this = this.clone();
-                        let shutdown = shutdown.clone();
-                        sessions.spawn(async move { this.session(stream, shutdown).await });
-                    }
-                    Err(e) => warn!(channel = "user", error = %e, "accept failed"),
-                },
-            }
+/// Serves the socket until the channel is stopped; each connection is a session task of
+/// the channel.
+pub async fn run(socket: Socket, cx: ChannelContext) {
+    let Socket {
+        listener,
+        path,
+        owner_uid,
+        owner,
+    } = socket;
+    let this = Arc::new(UserChannel {
+        owner_uid,
+        owner,
+        shutdown: cx.shutdown().clone(),
+    });
+    cx.set_health(ChannelHealth::ready("listening"));
+    info!(channel = "user", socket = %path.display(), "control socket listening");
+    loop {
+        tokio::select! {
+            () = cx.shutdown().cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let this = this.clone();
+                    cx.spawn(async move { this.session(stream).await });
+                }
+                Err(e) => warn!(channel = "user", error = %e, "accept failed"),
+            },
         }
-        this.status
-            .set_channel("user", super::ChannelHealth::Stopped);
-        sessions.close();
-        sessions.wait().await;
-        let _ = std::fs::remove_file(&this.socket_path);
+    }
+    cx.set_health(ChannelHealth::Stopped);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[derive(Debug)]
+struct UserChannel {
+    owner_uid: u32,
+    owner: OwnerApi,
+    shutdown: CancellationToken,
+}
+
+impl UserChannel {
+    fn door(&self) -> FrontDoor {
+        FrontDoor::Socket {
+            uid: self.owner_uid,
+        }
     }
 
-    async fn session(&self, stream: UnixStream, shutdown: CancellationToken) {
+    async fn session(&self, stream: UnixStream) {
+        let shutdown = self.shutdown.clone();
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == self.owner_uid => {}
             Ok(cred) => {
@@ -157,13 +167,14 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
+        let owner = &self.owner;
         match request {
             Request::Send {
                 text,
                 urgency,
                 wait,
             } => {
-                let mut announcements = wait.then(|| self.replies.subscribe());
+                let mut announcements = wait.then(|| owner.replies().subscribe());
                 let accepted = self.accept_text(text, urgency, s, shutdown).await?;
                 if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
                     let mine = HashSet::from([id]);
@@ -182,7 +193,7 @@ impl UserChannel {
             Request::Chat => self.chat(s, shutdown).await,
             Request::Status => {
                 s.write(&Response::Status {
-                    status: self.status.report(),
+                    status: owner.status(),
                 })
                 .await?;
                 s.write(&Response::End).await
@@ -197,149 +208,62 @@ impl UserChannel {
             }
             Request::CallTool { tool, args } => self.call_tool(tool, args, s, shutdown).await,
             Request::Pending => {
-                match self.confirmations.list() {
-                    Ok(actions) => {
-                        for action in &actions {
-                            s.write(&Response::Action {
-                                action: PendingRow::from(action),
-                            })
-                            .await?;
-                        }
-                    }
-                    Err(e) => {
-                        s.write(&Response::Error {
-                            message: e.to_string(),
-                        })
-                        .await?
-                    }
-                }
-                s.write(&Response::End).await
+                let rows = owner.pending();
+                s.write_all(rows, |action| Response::Action { action })
+                    .await
             }
             Request::Confirm { id, args } => {
-                let answer = self.confirmations.approve(&id, args).await;
-                self.write_answer(answer, s).await
+                let answer = owner.confirm(&id, args).await;
+                s.write_all(answer.map(|a| vec![a]), |action| Response::Action {
+                    action,
+                })
+                .await
             }
             Request::Deny { id, reason } => {
-                let answer = self.confirmations.deny(&id, reason).await;
-                self.write_answer(answer, s).await
+                let answer = owner.deny(&id, reason).await;
+                s.write_all(answer.map(|a| vec![a]), |action| Response::Action {
+                    action,
+                })
+                .await
             }
             Request::Tools => {
-                for contract in self.tools.contracts() {
-                    let mut tool = serde_json::to_value(&contract).unwrap_or_default();
-                    if let Some(fields) = tool.as_object_mut() {
-                        fields.insert(
-                            "disabled".into(),
-                            self.tools.is_disabled(&contract.name).into(),
-                        );
-                    }
-                    s.write(&Response::Tool { tool }).await?;
-                }
-                s.write(&Response::End).await
-            }
-            Request::Cron { command } => self.cron(command, s).await,
-            Request::RotateToken => match self.api_token.rotate() {
-                Ok(token) => {
-                    s.write(&Response::Token { token }).await?;
-                    s.write(&Response::End).await
-                }
-                Err(e) => {
-                    s.write(&Response::Error {
-                        message: format!("cannot write the new token: {e}"),
-                    })
+                s.write_all(Ok(owner.tools()), |tool| Response::Tool { tool })
                     .await
-                }
-            },
-            Request::Watches => {
-                for watch in self.watches.list() {
-                    s.write(&Response::Watch { watch }).await?;
-                }
-                s.write(&Response::End).await
             }
-            Request::SearchTools { query, max_results } => {
-                match steward_tools::search::parse_query(&query) {
-                    Ok(query) => {
-                        let max = max_results.unwrap_or(5).clamp(1, 100);
-                        for spec in self.tools.search(&query, max, false) {
-                            let tool = serde_json::to_value(&spec).unwrap_or_default();
-                            s.write(&Response::Tool { tool }).await?;
-                        }
-                        s.write(&Response::End).await
-                    }
-                    Err(e) => {
-                        s.write(&Response::Error {
-                            message: e.to_string(),
-                        })
-                        .await
-                    }
+            Request::Cron { command } => match owner.cron(command).await {
+                Ok(CronDone::Jobs(jobs)) => {
+                    s.write_all(Ok(jobs), |job| Response::Job { job }).await
                 }
-            }
-        }
-    }
-
-    async fn cron(&self, command: CronCommand, s: &mut Session) -> std::io::Result<()> {
-        let scheduler = &self.scheduler;
-        let rows = match command {
-            CronCommand::List => scheduler.list(),
-            CronCommand::Add { job } => scheduler.add(job).map(|row| vec![row]),
-            CronCommand::Remove { name } => scheduler.remove(&name).map(|()| Vec::new()),
-            CronCommand::Pause { name } => scheduler.set_paused(&name, true).map(|row| vec![row]),
-            CronCommand::Resume { name } => scheduler.set_paused(&name, false).map(|row| vec![row]),
-            CronCommand::Trigger { name } => match scheduler.trigger(&name).await {
-                Ok(event_id) => {
+                Ok(CronDone::Triggered(event_id)) => {
                     s.write(&Response::Accepted {
                         event_id,
                         duplicate_of: None,
                     })
                     .await?;
-                    Ok(Vec::new())
+                    s.write(&Response::End).await
                 }
-                Err(e) => Err(e),
+                Err(e) => s.error(e).await,
             },
-        };
-        match rows {
-            Ok(rows) => {
-                for job in rows {
-                    s.write(&Response::Job { job }).await?;
+            Request::RotateToken => match owner.rotate_token() {
+                Ok(token) => {
+                    s.write(&Response::Token { token }).await?;
+                    s.write(&Response::End).await
                 }
-                s.write(&Response::End).await
+                Err(e) => s.error(e).await,
+            },
+            Request::Watches => {
+                s.write_all(Ok(owner.watches()), |watch| Response::Watch { watch })
+                    .await
             }
-            Err(e) => {
-                s.write(&Response::Error {
-                    message: e.to_string(),
-                })
-                .await
+            Request::SearchTools { query, max_results } => {
+                let found = owner.search_tools(&query, max_results);
+                s.write_all(found, |tool| Response::Tool { tool }).await
             }
         }
     }
 
-    async fn write_answer(
-        &self,
-        answer: Result<Answer, crate::confirmations::ConfirmError>,
-        s: &mut Session,
-    ) -> std::io::Result<()> {
-        self.write_answer_inline(answer, s).await?;
-        s.write(&Response::End).await
-    }
-
-    async fn write_answer_inline(
-        &self,
-        answer: Result<Answer, crate::confirmations::ConfirmError>,
-        s: &mut Session,
-    ) -> std::io::Result<()> {
-        let response = match answer {
-            Ok(Answer::Ran(action) | Answer::Denied(action)) => Response::Action {
-                action: PendingRow::from(&action),
-            },
-            Ok(Answer::Refused(message)) => Response::Error { message },
-            Err(e) => Response::Error {
-                message: e.to_string(),
-            },
-        };
-        s.write(&response).await
-    }
-
-    /// Validates, classifies and submits one message; tells the client the outcome.
-    /// Returns the event id when the message was accepted for processing.
+    /// Takes one message and tells the client the outcome; the event id when it became a
+    /// new event to wait for.
     async fn accept_text(
         &self,
         text: String,
@@ -347,48 +271,11 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<Option<EventId>> {
-        // Answers to pending actions on the channel that was asked: `/confirm ID`,
-        // `/deny ID [reason]`. They act at once; the answer reaches the trajectory as the
-        // confirmation's own system event.
-        let mut words = text.split_whitespace();
-        match (words.next(), words.next()) {
-            (Some("/confirm"), Some(id)) => {
-                let answer = self.confirmations.approve(id, None).await;
-                self.write_answer_inline(answer, s).await?;
-                return Ok(None);
-            }
-            (Some("/deny"), Some(id)) => {
-                let reason = words.collect::<Vec<_>>().join(" ");
-                let answer = self
-                    .confirmations
-                    .deny(id, (!reason.is_empty()).then_some(reason))
-                    .await;
-                self.write_answer_inline(answer, s).await?;
-                return Ok(None);
-            }
-            _ => {}
-        }
-        let event = self.owner_event(Payload::Message { text }, urgency);
-        self.accept(event, s, shutdown).await
+        let sent = self.owner.send(self.door(), text, urgency, shutdown).await;
+        s.sent(sent).await
     }
 
-    fn owner_event(&self, payload: Payload, urgency: Option<Urgency>) -> Event {
-        let mut event = Event::new(
-            Source::User,
-            "user:socket",
-            Sender {
-                identity: format!("uid:{}", self.owner_uid),
-                authenticated_by: "unix-socket-peer".into(),
-            },
-            Trust::Owner,
-            payload,
-        );
-        event.requested_urgency = urgency;
-        event
-    }
-
-    /// Runs `tool` as the owner: the call becomes an event, the dispatcher runs it through
-    /// the pipeline at its next step, and the outcome comes back here.
+    /// Runs `tool` as the owner and waits for its outcome (see [`OwnerApi::call_tool`]).
     async fn call_tool(
         &self,
         tool: String,
@@ -396,11 +283,12 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
-        let args = args.unwrap_or_else(|| Value::Object(Default::default()));
-        let text = format!("/tool {tool} {args}");
-        let mut announcements = self.replies.subscribe();
-        let event = self.owner_event(Payload::ToolCall { tool, args, text }, None);
-        let Some(id) = self.accept(event, s, shutdown).await? else {
+        let mut announcements = self.owner.replies().subscribe();
+        let sent = self
+            .owner
+            .call_tool(self.door(), tool, args, shutdown)
+            .await;
+        let Some(id) = s.sent(sent).await? else {
             return s.write(&Response::End).await;
         };
         loop {
@@ -432,55 +320,8 @@ impl UserChannel {
         s.write(&Response::End).await
     }
 
-    /// Validates and submits an event from the socket; tells the client the outcome.
-    async fn accept(
-        &self,
-        event: Event,
-        s: &mut Session,
-        shutdown: &CancellationToken,
-    ) -> std::io::Result<Option<EventId>> {
-        if let Some(reason) = super::owner_message::refusal(event.payload.text()) {
-            let event_id = match self.submitter.reject(event, reason.clone()).await {
-                Ok(submitted) => Some(submitted.id),
-                Err(e) => {
-                    warn!(channel = "user", error = %e, "could not record a rejected message");
-                    None
-                }
-            };
-            s.write(&Response::Rejected { event_id, reason }).await?;
-            return Ok(None);
-        }
-        // A full inbox makes the client wait (backpressure); shutdown ends the wait, and the
-        // client, never told "accepted", knows the message was not taken.
-        let submitted = tokio::select! {
-            submitted = self.submitter.submit(event) => submitted,
-            () = shutdown.cancelled() => {
-                s.write(&Response::Error { message: "the daemon is shutting down; the message was not stored".into() }).await?;
-                return Ok(None);
-            }
-        };
-        match submitted {
-            Ok(submitted) => {
-                s.write(&Response::Accepted {
-                    event_id: submitted.id,
-                    duplicate_of: submitted.duplicate_of,
-                })
-                .await?;
-                Ok(submitted.duplicate_of.is_none().then_some(submitted.id))
-            }
-            Err(e) => {
-                warn!(channel = "user", error = %e, "could not store a message");
-                s.write(&Response::Error {
-                    message: format!("the daemon could not store the message: {e}"),
-                })
-                .await?;
-                Ok(None)
-            }
-        }
-    }
-
     async fn chat(&self, s: &mut Session, shutdown: &CancellationToken) -> std::io::Result<()> {
-        let mut announcements = self.replies.subscribe();
+        let mut announcements = self.owner.replies().subscribe();
         let mut mine = HashSet::new();
         loop {
             tokio::select! {
@@ -525,28 +366,13 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
-        let state = match state.as_deref().map(StateKind::parse).transpose() {
-            Ok(state) => state,
-            Err(message) => return s.write(&Response::Error { message }).await,
+        let mut changes = follow.then(|| self.owner.inbox().subscribe());
+        let listing = match self.owner.events(limit, state.as_deref()) {
+            Ok(listing) => listing,
+            Err(e) => return s.error(e).await,
         };
-        let mut changes = follow.then(|| self.submitter.inbox().subscribe());
-        let records = match self.submitter.inbox().list(limit, state) {
-            Ok(records) => records,
-            Err(e) => {
-                return s
-                    .write(&Response::Error {
-                        message: e.to_string(),
-                    })
-                    .await;
-            }
-        };
-        let mut shown = 0;
-        for record in &records {
-            s.write(&Response::Event {
-                event: EventRow::from(record),
-            })
-            .await?;
-            shown = shown.max(record.arrival);
+        for event in listing.rows {
+            s.write(&Response::Event { event }).await?;
         }
         let Some(changes) = changes.as_mut() else {
             return s.write(&Response::End).await;
@@ -560,8 +386,9 @@ impl UserChannel {
                 Ok(change) => {
                     let record = change.0;
                     // Skip what the listing above already showed in its final state.
-                    let already_shown = record.arrival <= shown && !record.state.is_terminal();
-                    if !already_shown && state.is_none_or(|st| record.state.kind() == st) {
+                    let already_shown =
+                        record.arrival <= listing.newest && !record.state.is_terminal();
+                    if !already_shown && listing.state.is_none_or(|st| record.state.kind() == st) {
                         s.write(&Response::Event {
                             event: EventRow::from(&record),
                         })
@@ -586,17 +413,11 @@ impl UserChannel {
         s: &mut Session,
         shutdown: &CancellationToken,
     ) -> std::io::Result<()> {
-        let mut appended = self.trajectory.watch();
+        let mut appended = self.owner.trajectory.watch();
         let mut last = 0;
-        let items = match self.trajectory.list(limit) {
+        let items = match self.owner.trajectory(limit) {
             Ok(items) => items,
-            Err(e) => {
-                return s
-                    .write(&Response::Error {
-                        message: e.to_string(),
-                    })
-                    .await;
-            }
+            Err(e) => return s.error(e).await,
         };
         for item in items {
             last = item.seq;
@@ -609,7 +430,11 @@ impl UserChannel {
             last = *appended.borrow_and_update();
         }
         loop {
-            let items = self.trajectory.after(last).map_err(std::io::Error::other)?;
+            let items = self
+                .owner
+                .trajectory
+                .after(last)
+                .map_err(std::io::Error::other)?;
             for item in items {
                 last = item.seq;
                 s.write(&Response::Item { item }).await?;
@@ -738,6 +563,53 @@ impl Session {
                 })
                 .await;
         }
+    }
+
+    /// Writes a listing line by line, then `end`; or the error.
+    async fn write_all<T>(
+        &mut self,
+        rows: Result<Vec<T>, OwnerError>,
+        line: impl Fn(T) -> Response,
+    ) -> std::io::Result<()> {
+        match rows {
+            Ok(rows) => {
+                for row in rows {
+                    self.write(&line(row)).await?;
+                }
+                self.write(&Response::End).await
+            }
+            Err(e) => self.error(e).await,
+        }
+    }
+
+    async fn error(&mut self, error: OwnerError) -> std::io::Result<()> {
+        self.write(&Response::Error {
+            message: error.to_string(),
+        })
+        .await
+    }
+
+    /// Tells the client what became of a message; the event to wait for, if any.
+    async fn sent(&mut self, sent: Result<Sent, OwnerError>) -> std::io::Result<Option<EventId>> {
+        let new_event = sent.as_ref().ok().and_then(Sent::new_event);
+        match sent {
+            Ok(Sent::Accepted {
+                event_id,
+                duplicate_of,
+            }) => {
+                self.write(&Response::Accepted {
+                    event_id,
+                    duplicate_of,
+                })
+                .await?
+            }
+            Ok(Sent::Rejected { event_id, reason }) => {
+                self.write(&Response::Rejected { event_id, reason }).await?
+            }
+            Ok(Sent::Answered(action)) => self.write(&Response::Action { action: *action }).await?,
+            Err(e) => self.error(e).await?,
+        }
+        Ok(new_event)
     }
 
     async fn write(&mut self, response: &Response) -> std::io::Result<()> {

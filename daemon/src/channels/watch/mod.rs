@@ -26,21 +26,21 @@ use steward_config::WatchConfig;
 use steward_events::{Event, FileChange, Payload, Sender, Source, Trust};
 use steward_tools::builtin::glob_match;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 pub mod set;
 pub mod tools;
 
-use crate::channels::health::pause;
-use crate::channels::{Backoff, ChannelHealth};
-use crate::status::StatusBoard;
+use crate::channels::ChannelHealth;
+use crate::channels::context::{ChannelContext, Down};
 
 /// Paths listed in one event; further changes in the window are counted.
 pub const MAX_LISTED: usize = 200;
 /// Raw notifications buffered between the watcher thread and the actor.
 const QUEUE: usize = 4096;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How often a missing watched path is looked for again.
+const PATH_LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Excluded in every watch: version-control and build directories, editor leftovers.
 const DEFAULT_EXCLUDES: [&str; 11] = [
@@ -57,13 +57,26 @@ const DEFAULT_EXCLUDES: [&str; 11] = [
     "**/4913",
 ];
 
-#[derive(Debug)]
-pub struct Watch {
-    pub config: WatchConfig,
-    pub submitter: crate::channels::Submitter,
-    pub status: Arc<StatusBoard>,
-    /// Told once the first attempt is watching, waiting for the path, or failed.
-    pub settled: Option<mpsc::Sender<()>>,
+/// Runs one watch until it is stopped (see the module docs).
+pub async fn run(config: WatchConfig, cx: ChannelContext) {
+    let watch = Watch { config, cx };
+    watch
+        .cx
+        .keep_up(MAX_BACKOFF, || async {
+            match watch.watch_once().await {
+                Ended::PathMissing => Err(Down::Waiting {
+                    detail: format!("waiting for {}", watch.config.path.display()),
+                    retry: PATH_LOOK_AGAIN,
+                }),
+                Ended::Failed(error) => Err(Down::Failed(error)),
+            }
+        })
+        .await;
+}
+
+struct Watch {
+    config: WatchConfig,
+    cx: ChannelContext,
 }
 
 enum Raw {
@@ -72,48 +85,6 @@ enum Raw {
 }
 
 impl Watch {
-    fn channel(&self) -> String {
-        format!("watch:{}", self.config.name)
-    }
-
-    pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut backoff = Backoff::new(MAX_BACKOFF);
-        loop {
-            let ended = tokio::select! {
-                () = shutdown.cancelled() => return,
-                ended = self.watch_once() => ended,
-            };
-            self.settle();
-            let wait = match ended {
-                Ended::PathMissing => {
-                    self.status.set_channel(
-                        &self.channel(),
-                        ChannelHealth::Waiting {
-                            detail: format!("waiting for {}", self.config.path.display()),
-                        },
-                    );
-                    Duration::from_secs(1)
-                }
-                Ended::Failed(error) => {
-                    let wait = backoff.next_wait();
-                    warn!(watch = %self.config.name, error = %error, retry_secs = wait.as_secs(), "the file watch failed; retrying");
-                    self.status
-                        .set_channel(&self.channel(), ChannelHealth::backoff(&error, wait));
-                    wait
-                }
-            };
-            if !pause(wait, &shutdown).await {
-                return;
-            }
-        }
-    }
-
-    fn settle(&mut self) {
-        if let Some(settled) = self.settled.take() {
-            let _ = settled.try_send(());
-        }
-    }
-
     /// Watches until the path goes away or the watcher fails.
     async fn watch_once(&self) -> Ended {
         let root = &self.config.path;
@@ -145,13 +116,8 @@ impl Watch {
             return Ended::Failed(describe(&e));
         }
         info!(watch = %self.config.name, path = %root.display(), "watching");
-        self.status.set_channel(
-            &self.channel(),
-            ChannelHealth::ready(format!("watching {}", root.display())),
-        );
-        if let Some(settled) = &self.settled {
-            let _ = settled.try_send(());
-        }
+        self.cx
+            .set_health(ChannelHealth::ready(format!("watching {}", root.display())));
         loop {
             let Some(first) = rx.recv().await else {
                 return Ended::Failed("the watcher stopped".into());
@@ -253,9 +219,9 @@ impl Watch {
         let key = dedupe_key(&self.config, &changes, batch.omitted);
         let mut event = Event::new(
             Source::Watch,
-            self.channel(),
+            self.cx.name(),
             Sender {
-                identity: self.channel(),
+                identity: self.cx.name().to_owned(),
                 authenticated_by: "config".into(),
             },
             Trust::Untrusted,
@@ -269,7 +235,7 @@ impl Watch {
         // The watch's urgency is its channel's default: a `watch:*` rule overrides it.
         event.channel_urgency = Some(self.config.urgency);
         event.dedupe_key = Some(key);
-        let submitted = self.submitter.submit(event).await?;
+        let submitted = self.cx.submit(event).await?;
         info!(watch = %self.config.name, event_id = %submitted.id, "file changes recorded");
         Ok(())
     }
@@ -357,11 +323,8 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::store::Inbox;
 
     fn watch(include: &[&str], exclude: &[&str]) -> Watch {
-        let store =
-            crate::store::Store::open(&tempfile::tempdir().unwrap().keep().join("db")).unwrap();
         Watch {
             config: WatchConfig {
                 name: "w".into(),
@@ -374,15 +337,7 @@ mod tests {
                 text: "t".into(),
                 urgency: steward_events::Urgency::Queue,
             },
-            settled: None,
-            submitter: crate::channels::Submitter::new(
-                Arc::new(Inbox::open(store.clone(), 10, Duration::from_secs(60)).unwrap()),
-                Vec::new(),
-            ),
-            status: Arc::new(StatusBoard::new(
-                PathBuf::from("/x"),
-                Arc::new(Inbox::open(store, 10, Duration::from_secs(60)).unwrap()),
-            )),
+            cx: ChannelContext::for_tests("watch:w"),
         }
     }
 

@@ -1,24 +1,24 @@
 //! The running watches: the config's `[[watch]]` entries and watches made at run time
 //! (`watch_create`, kept in the store's `watches` tree and started again after a restart).
-//! Each runs as its own actor with its own cancel token, so one can be added or deleted
+//! Each runs as a channel of the supervisor (`watch:NAME`), so one can be added or deleted
 //! without touching the others. Config watches cannot be deleted here (they would come back
 //! on the next start); edit the file.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::channels::context::Settled;
+use crate::status::StatusBoard;
+use crate::store::StoreError;
+use crate::supervisor::Supervisor;
 use serde::{Deserialize, Serialize};
 use steward_config::WatchConfig;
 use steward_events::Urgency;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use super::Watch;
-use crate::status::StatusBoard;
-use crate::store::StoreError;
+/// How long start-up waits for the watches to be watching (or to know why not).
+const START_WAIT: Duration = Duration::from_secs(5);
 
 /// A watch as `steward watch list --json` shows it (and as a runtime watch is stored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,9 +133,9 @@ pub enum WatchError {
     Store(#[from] StoreError),
 }
 
-struct Running {
-    row: WatchRow,
-    cancel: CancellationToken,
+/// The status board's (and the supervisor's) name of a watch.
+fn channel_name(watch: &str) -> String {
+    format!("watch:{watch}")
 }
 
 #[derive(Clone)]
@@ -145,11 +145,11 @@ pub struct WatchSet {
 
 struct Inner {
     tree: sled::Tree,
-    submitter: crate::channels::Submitter,
     status: Arc<StatusBoard>,
-    tasks: TaskTracker,
-    shutdown: CancellationToken,
-    running: Mutex<BTreeMap<String, Running>>,
+    /// Set by [`WatchSet::start`]: watches run as the supervisor's channels.
+    supervisor: OnceLock<Supervisor>,
+    /// The watches started, by name.
+    running: Mutex<BTreeMap<String, WatchRow>>,
 }
 
 impl std::fmt::Debug for WatchSet {
@@ -159,30 +159,30 @@ impl std::fmt::Debug for WatchSet {
 }
 
 impl WatchSet {
-    pub fn new(
-        tree: sled::Tree,
-        submitter: crate::channels::Submitter,
-        status: Arc<StatusBoard>,
-    ) -> Self {
+    pub fn new(tree: sled::Tree, status: Arc<StatusBoard>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 tree,
-                submitter,
                 status,
-                tasks: TaskTracker::new(),
-                shutdown: CancellationToken::new(),
+                supervisor: OnceLock::new(),
                 running: Mutex::new(BTreeMap::new()),
             }),
         }
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+    fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, WatchRow>> {
         self.inner.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts the config's watches and the stored runtime ones; returns once each is
-    /// watching or knows why not (5 s at most), so a change made after READY=1 is seen.
-    pub async fn start(&self, configs: &[WatchConfig]) -> Result<(), StoreError> {
+    /// Starts the config's watches and the stored runtime ones as channels of `supervisor`;
+    /// returns once each is watching or knows why not (5 s at most), so a change made after
+    /// READY=1 is seen.
+    pub async fn start(
+        &self,
+        supervisor: &Supervisor,
+        configs: &[WatchConfig],
+    ) -> Result<(), StoreError> {
+        let _ = self.inner.supervisor.set(supervisor.clone());
         let mut rows: Vec<(WatchRow, WatchConfig)> = configs
             .iter()
             .map(|c| (WatchRow::from_config(c), c.clone()))
@@ -197,34 +197,29 @@ impl WatchSet {
                 rows.push((row, config));
             }
         }
-        let (settled, mut ready) = mpsc::channel(rows.len().max(1));
-        let count = rows.len();
-        for (row, config) in rows {
-            self.launch(row, config, Some(settled.clone()));
-        }
-        drop(settled);
-        let all = async {
-            for _ in 0..count {
-                if ready.recv().await.is_none() {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+        let settled: Vec<Settled> = rows
+            .into_iter()
+            .filter_map(|(row, config)| self.launch(row, config))
+            .collect();
+        futures_util::future::join_all(settled.into_iter().map(|s| s.wait(START_WAIT))).await;
         Ok(())
     }
 
-    fn launch(&self, row: WatchRow, config: WatchConfig, settled: Option<mpsc::Sender<()>>) {
-        let cancel = self.inner.shutdown.child_token();
-        let watch = Watch {
-            config,
-            submitter: self.inner.submitter.clone(),
-            status: self.inner.status.clone(),
-            settled,
-        };
-        self.inner.tasks.spawn(watch.run(cancel.clone()));
-        self.running()
-            .insert(row.name.clone(), Running { row, cancel });
+    /// Starts one watch; `None` before [`Self::start`] gave the supervisor.
+    fn launch(&self, row: WatchRow, config: WatchConfig) -> Option<Settled> {
+        let supervisor = self.inner.supervisor.get()?;
+        let settled = supervisor.start(&channel_name(&row.name), move |cx| super::run(config, cx));
+        self.running().insert(row.name.clone(), row);
+        Some(settled)
+    }
+
+    /// Stops one watch (not waiting for it) and forgets it.
+    fn halt(&self, name: &str) {
+        self.running().remove(name);
+        match self.inner.supervisor.get() {
+            Some(supervisor) => supervisor.cancel(&channel_name(name)),
+            None => self.inner.status.remove_channel(&channel_name(name)),
+        }
     }
 
     /// Brings the config's watches in line with a reloaded file: removed or changed ones
@@ -234,27 +229,24 @@ impl WatchSet {
         let stale: Vec<String> = self
             .running()
             .iter()
-            .filter(|(_, r)| r.row.origin == "config" && !wanted.contains(&r.row))
+            .filter(|(_, row)| row.origin == "config" && !wanted.contains(row))
             .map(|(name, _)| name.clone())
             .collect();
         for name in &stale {
-            if let Some(watch) = self.running().remove(name) {
-                watch.cancel.cancel();
-            }
-            self.inner.status.remove_channel(&format!("watch:{name}"));
+            self.halt(name);
         }
         for (row, config) in wanted.into_iter().zip(configs) {
-            let known = self.running().get(&row.name).map(|r| r.row.origin.clone());
+            let known = self.running().get(&row.name).map(|r| r.origin.clone());
             match known.as_deref() {
                 Some("config") => {} // unchanged
                 Some(_) => {
                     // A runtime watch of that name: the config's wins, as at start.
-                    if let Some(watch) = self.running().remove(&row.name) {
-                        watch.cancel.cancel();
-                    }
-                    self.launch(row, config.clone(), None);
+                    self.halt(&row.name);
+                    self.launch(row, config.clone());
                 }
-                None => self.launch(row, config.clone(), None),
+                None => {
+                    self.launch(row, config.clone());
+                }
             }
         }
     }
@@ -262,12 +254,12 @@ impl WatchSet {
     pub fn list(&self) -> Vec<WatchRow> {
         self.running()
             .values()
-            .map(|r| {
-                let mut row = r.row.clone();
+            .map(|row| {
+                let mut row = row.clone();
                 row.state = self
                     .inner
                     .status
-                    .channel(&format!("watch:{}", row.name))
+                    .channel(&channel_name(&row.name))
                     .unwrap_or_default();
                 row
             })
@@ -279,39 +271,33 @@ impl WatchSet {
         if self.running().contains_key(&row.name) {
             return Err(WatchError::Exists(row.name));
         }
+        if self.inner.supervisor.get().is_none() {
+            return Err(WatchError::Invalid(
+                "watches can be made only while the daemon runs".into(),
+            ));
+        }
         row.origin = "runtime".into();
         row.state = String::new();
         self.inner
             .tree
             .insert(row.name.as_bytes(), crate::store::encode(&row)?)
             .map_err(StoreError::from)?;
-        self.launch(row.clone(), config, None);
+        self.launch(row.clone(), config);
         Ok(row)
     }
 
     pub fn delete(&self, name: &str) -> Result<(), WatchError> {
-        let mut running = self.running();
-        let Some(watch) = running.get(name) else {
-            return Err(WatchError::Unknown(name.to_owned()));
-        };
-        if watch.row.origin == "config" {
-            return Err(WatchError::FromConfig(name.to_owned()));
+        let origin = self.running().get(name).map(|row| row.origin.clone());
+        match origin.as_deref() {
+            None => return Err(WatchError::Unknown(name.to_owned())),
+            Some("config") => return Err(WatchError::FromConfig(name.to_owned())),
+            Some(_) => {}
         }
-        watch.cancel.cancel();
-        running.remove(name);
-        drop(running);
+        self.halt(name);
         self.inner
             .tree
             .remove(name.as_bytes())
             .map_err(StoreError::from)?;
-        self.inner.status.remove_channel(&format!("watch:{name}"));
         Ok(())
-    }
-
-    /// Stops every watch and waits for them (bounded by the caller).
-    pub async fn stop(&self) {
-        self.inner.shutdown.cancel();
-        self.inner.tasks.close();
-        self.inner.tasks.wait().await;
     }
 }

@@ -1,0 +1,453 @@
+//! The daemon's parts, built from a configuration and wired together ([`Core`]): the inbox,
+//! the main trajectory, the status board, the tool registry and pipeline, confirmations, the
+//! scheduler, the watch set and the dispatcher — everything but running it, which is
+//! [`crate::daemon`]'s. `steward config check` builds them on a throwaway data dir, so a
+//! configuration the daemon would refuse at start is refused there too, with the same key.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile};
+use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
+use steward_tools::confirm::PendingStore;
+use steward_tools::files::FileAccess;
+use steward_tools::ledger::Ledger;
+use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
+use steward_tools::selection::{Profile, Selection};
+use steward_tools::{Authorization, Deferral, ToolError, ToolPipeline, ToolRegistry, builtin};
+use tracing::{info, warn};
+
+use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
+use crate::channels::Submitter;
+use crate::channels::context::Shared;
+use crate::channels::timer::control::Scheduler;
+use crate::channels::timer::jobs::JobStore;
+use crate::channels::watch::set::WatchSet;
+use crate::confirmations::Confirmations;
+use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
+use crate::replies::ReplyHub;
+use crate::status::StatusBoard;
+use crate::store::{Inbox, Store, Trajectory};
+
+/// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
+/// zone is a configuration error naming the key.
+fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
+    let jobs = JobStore::new(store.cron_tree()?);
+    jobs.reconcile(cron_specs(config)?, chrono::Utc::now())?;
+    Ok(jobs)
+}
+
+/// The config's `[[cron]]` jobs, checked.
+pub(crate) fn cron_specs(
+    config: &Config,
+) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
+    let zone = crate::channels::timer::jobs::system_zone();
+    config
+        .cron
+        .iter()
+        .enumerate()
+        .map(|(i, job)| {
+            crate::channels::timer::jobs::spec_from_config(job, &zone).map_err(
+                |(field, message)| ConfigProblem {
+                    key: format!("cron[{i}].{field}"),
+                    message,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
+fn registry(
+    config: &Config,
+    memory: sled::Tree,
+    scheduler: &Scheduler,
+    watches: &WatchSet,
+    email: Option<&crate::channels::email::EmailHandle>,
+) -> anyhow::Result<Arc<ToolRegistry>> {
+    let tools = &config.tools;
+    let builder = builtin::register_memory(builtin::builtins(), memory);
+    let builder = crate::channels::timer::tools::register(builder, scheduler);
+    let builder = match email {
+        Some(handle) => crate::channels::email::tools::register(builder, handle),
+        None => builder,
+    };
+    let builder = crate::channels::watch::tools::register(builder, watches)
+        .select(Selection {
+            profile: match tools.profile {
+                ToolProfile::Minimal => Profile::Minimal,
+                ToolProfile::Assistant => Profile::Assistant,
+                ToolProfile::Coding => Profile::Coding,
+                ToolProfile::Full => Profile::Full,
+            },
+            allow: tools.allow.clone(),
+            deny: tools.deny.clone(),
+        })
+        .expect_mcp_servers(config.mcp_servers.iter().map(|s| s.name.clone()).collect())
+        .defer(Deferral {
+            context_window_tokens: config.model.context_window_tokens,
+            threshold_pct: tools.defer_threshold_pct,
+        });
+    builtin::register_http(builder, tools.http_allow_hosts.clone())
+        .build()
+        .map_err(|e| match e {
+            ToolError::NotDisableable(_) => ConfigProblem {
+                key: "tools.deny".into(),
+                message: e.to_string(),
+            }
+            .into(),
+            ToolError::UnknownSelection(ref entry) => ConfigProblem {
+                key: if tools.deny.contains(entry) {
+                    "tools.deny".into()
+                } else {
+                    "tools.allow".into()
+                },
+                message: e.to_string(),
+            }
+            .into(),
+            other => anyhow::Error::from(other),
+        })
+}
+
+/// Spill files (full outputs of truncated results) older than this are removed at start.
+const SPILL_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+/// A configuration the file format accepts but the daemon cannot use (a directory that
+/// does not exist, a tool that cannot be disabled): exit 78, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("config key `{key}`: {message}")]
+pub struct ConfigProblem {
+    pub(crate) key: String,
+    pub(crate) message: String,
+}
+
+/// `steward config check`: everything the daemon checks when it starts, beyond the file's
+/// own validation — schedules and time zones, the tool selection, roots, secrets, the email
+/// account — by building the daemon's parts on a throwaway data dir.
+pub fn check(config: &Config) -> anyhow::Result<()> {
+    let scratch = std::env::temp_dir().join(format!(
+        "steward-config-check-{}-{}",
+        std::process::id(),
+        ulid::Ulid::generate()
+    ));
+    let result = (|| -> anyhow::Result<()> {
+        let workspace = scratch.join("workspace");
+        create_private_dir(&workspace)?;
+        let store = Store::open(&scratch.join("db"))?;
+        Core::build(config, store, scratch.clone(), workspace)?;
+        for (index, route) in config.webhook_routes.iter().enumerate() {
+            route.secret.read().map_err(|message| ConfigProblem {
+                key: format!("webhook.routes[{index}].secret_env"),
+                message,
+            })?;
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// The parts every channel talks to, wired together: the inbox, the main trajectory, the
+/// status board, the reply hub, the tool registry and the dispatcher (not yet running).
+/// Built once by [`crate::daemon::run`]; benchmarks build it directly.
+#[derive(Debug)]
+pub struct Core {
+    pub inbox: Arc<Inbox>,
+    /// How every channel submits to the inbox (the urgency rules applied once).
+    pub submitter: Submitter,
+    pub trajectory: Arc<Trajectory>,
+    pub status: Arc<StatusBoard>,
+    pub replies: ReplyHub,
+    pub tools: Arc<ToolRegistry>,
+    pub dispatcher: Dispatcher,
+    pub confirmations: Arc<Confirmations>,
+    /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
+    pub scheduler: Scheduler,
+    /// File watches, for the CLI and the `watch_*` tools (started by [`crate::daemon::run`]).
+    pub watches: WatchSet,
+    /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
+    /// Ledger key → tool of each action a crash left half-done.
+    pub interrupted_actions: BTreeMap<String, String>,
+    /// The email account and sender, when `[email]` is configured.
+    pub email: Option<crate::channels::email::EmailHandle>,
+    /// The tool pipeline (the email channel reconciles its ledger).
+    pub pipeline: ToolPipeline,
+}
+
+impl Core {
+    pub fn build(
+        config: &Config,
+        store: Store,
+        data_dir: PathBuf,
+        workspace: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let files = file_access(config, workspace)?;
+        if let Some(from) = crate::store::schema::migrate(&store)? {
+            info!(
+                from,
+                to = crate::store::schema::CURRENT,
+                "data dir migrated to the current schema"
+            );
+        }
+        let inbox = Arc::new(
+            Inbox::open(
+                store.clone(),
+                config.inbox.capacity,
+                config.inbox.dedupe_retention,
+            )?
+            .with_disk_guard(crate::disk::DiskGuard::new(
+                data_dir.clone(),
+                config.daemon.min_free_bytes,
+            )),
+        );
+        let trajectory = Arc::new(Trajectory::main(&store)?);
+        let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
+        let scheduler = Scheduler {
+            jobs: cron_jobs(config, &store)?,
+            submitter: submitter.clone(),
+            changed: Arc::default(),
+            default_zone: crate::channels::timer::jobs::system_zone(),
+        };
+        let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
+        let watches = WatchSet::new(store.watch_tree()?, status.clone());
+        let email = match &config.email {
+            Some(email) => Some(crate::channels::email::EmailHandle::new(email_parts(
+                email,
+            )?)),
+            None => None,
+        };
+        let tools = registry(
+            config,
+            store.memory_tree()?,
+            &scheduler,
+            &watches,
+            email.as_ref(),
+        )?;
+        let (pipeline, pending, interrupted_actions) =
+            pipeline(config, &store, &data_dir, tools.clone())?;
+        let replies = ReplyHub::default();
+        let confirmations = Arc::new(Confirmations {
+            pending,
+            pipeline: pipeline.clone(),
+            files: files.clone(),
+            inbox: inbox.clone(),
+            replies: replies.clone(),
+        });
+        let parts = DispatcherParts {
+            inbox: &inbox,
+            trajectory: &trajectory,
+            status: &status,
+            replies: &replies,
+            pipeline: &pipeline,
+            files,
+        };
+        let dispatcher = dispatcher(config, parts)?;
+        Ok(Self {
+            inbox,
+            submitter,
+            trajectory,
+            status,
+            replies,
+            tools,
+            dispatcher,
+            confirmations,
+            scheduler,
+            watches,
+            interrupted_actions,
+            email,
+            pipeline,
+        })
+    }
+
+    /// What every channel's context carries (see [`crate::channels::context`]).
+    pub fn shared(&self) -> Shared {
+        Shared {
+            submitter: self.submitter.clone(),
+            status: self.status.clone(),
+            replies: self.replies.clone(),
+            confirmations: self.confirmations.clone(),
+        }
+    }
+}
+
+/// The roots the file tools may touch: `tools.roots`, or the workspace when none is set.
+fn file_access(config: &Config, workspace: PathBuf) -> anyhow::Result<Arc<FileAccess>> {
+    let roots = if config.tools.roots.is_empty() {
+        vec![workspace]
+    } else {
+        config.tools.roots.clone()
+    };
+    for (index, root) in config.tools.roots.iter().enumerate() {
+        if let Err(e) = root.canonicalize() {
+            return Err(ConfigProblem {
+                key: format!("tools.roots[{index}]"),
+                message: format!("cannot use {}: {e}", root.display()),
+            }
+            .into());
+        }
+    }
+    let files = FileAccess::new(&roots).map_err(|source| ConfigProblem {
+        key: "tools.roots".into(),
+        message: format!("cannot use {source}"),
+    })?;
+    Ok(Arc::new(files))
+}
+
+/// The tool pipeline over `tools` (result budget, ledger, policy, pending confirmations),
+/// its pending store, and the actions a crash left half-done (ledger key → tool), each
+/// told once.
+fn pipeline(
+    config: &Config,
+    store: &Store,
+    data_dir: &Path,
+    tools: Arc<ToolRegistry>,
+) -> anyhow::Result<(ToolPipeline, PendingStore, BTreeMap<String, String>)> {
+    let budget = ResultBudget::new(data_dir.join("spill"), BATCH_BUDGET_BYTES);
+    let cleaned = budget.clean(SPILL_RETENTION);
+    if cleaned > 0 {
+        info!(cleaned, "removed old spill files");
+    }
+    let ledger = Ledger::new(store.ledger_tree()?);
+    let mut interrupted: BTreeMap<String, String> = ledger
+        .recover()?
+        .into_iter()
+        .map(|entry| (entry.key, entry.tool))
+        .collect();
+    let pending = PendingStore::new(store.pending_tree()?);
+    // An approved action cut short appears in both stores (same key): told once.
+    for action in pending.recover()? {
+        warn!(pending_id = %action.id, tool = %action.tool, "an approved action was interrupted; its outcome is unknown");
+        interrupted.insert(action.key, action.tool);
+    }
+    let pipeline = ToolPipeline::new(tools, budget)
+        .with_ledger(ledger)
+        .with_authorization(Authorization {
+            rules: steward_tools::policy::PolicyRules::new(
+                config.tools.policy.iter().map(policy_rule).collect(),
+            ),
+            pending: pending.clone(),
+            expiry: config.tools.confirm_expiry,
+        });
+    Ok((pipeline, pending, interrupted))
+}
+
+/// What the dispatcher is built from, besides the configuration.
+struct DispatcherParts<'a> {
+    inbox: &'a Arc<Inbox>,
+    trajectory: &'a Arc<Trajectory>,
+    status: &'a Arc<StatusBoard>,
+    replies: &'a ReplyHub,
+    pipeline: &'a ToolPipeline,
+    files: Arc<FileAccess>,
+}
+
+/// The brain the config names, the step runner over it, the side lanes and the dispatcher.
+fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dispatcher> {
+    let DispatcherParts {
+        inbox,
+        trajectory,
+        status,
+        replies,
+        pipeline,
+        files,
+    } = parts;
+    let brain: Arc<dyn Brain> = match config.model.provider {
+        ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
+        ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(&config.model)?),
+        ModelProvider::Anthropic => Arc::new(AnthropicBrain::new(&config.model)?),
+    };
+    status.set_brain(brain.name());
+    let steps = Arc::new(StepRunner {
+        brain,
+        pipeline: pipeline.clone(),
+        replies: replies.clone(),
+        max_model_calls: config.dispatcher.max_steps_per_turn,
+        files,
+        usage: status.clone(),
+        mode: if config.tools.plan_mode {
+            Mode::Plan
+        } else {
+            Mode::Normal
+        },
+        prompt_budget: config.model.context_window_tokens - config.model.max_output_tokens,
+        estimator: TokenEstimator::default(),
+        main_view: Default::default(),
+    });
+    let lanes = Lanes::new(
+        inbox.clone(),
+        steps.clone(),
+        status.clone(),
+        replies.clone(),
+        config.lanes.max_parallel,
+    );
+    Ok(Dispatcher {
+        inbox: inbox.clone(),
+        trajectory: trajectory.clone(),
+        steps,
+        lanes,
+        status: status.clone(),
+        replies: replies.clone(),
+    })
+}
+
+/// The email account (its password and trust anchor read now: a missing one is a config
+/// problem) and its sender.
+pub(crate) fn email_parts(
+    config: &steward_config::EmailConfig,
+) -> anyhow::Result<crate::channels::email::EmailParts> {
+    let account = crate::channels::email::account::Account::new(config.clone()).map_err(|e| {
+        ConfigProblem {
+            key: if format!("{e:#}").contains("ca_file") {
+                "email.ca_file".into()
+            } else {
+                match config.password {
+                    steward_config::SecretSource::Env(_) => "email.password_env".into(),
+                    steward_config::SecretSource::File(_) => "email.password_file".into(),
+                }
+            },
+            message: format!("{e:#}"),
+        }
+    })?;
+    let mailer = crate::channels::email::outbound::Mailer::new(account.clone()).map_err(|e| {
+        ConfigProblem {
+            key: "email.smtp_host".into(),
+            message: format!("{e:#}"),
+        }
+    })?;
+    Ok(crate::channels::email::EmailParts { account, mailer })
+}
+
+pub(crate) fn policy_rule(rule: &PolicyRuleConfig) -> PolicyRule {
+    PolicyRule {
+        id: rule.id.clone(),
+        tool: rule.tool.clone(),
+        decision: match rule.decision {
+            PolicyDecisionConfig::Allow => RuleDecision::Allow,
+            PolicyDecisionConfig::Confirm => RuleDecision::Confirm,
+            PolicyDecisionConfig::Deny => RuleDecision::Deny,
+        },
+    }
+}
+
+/// Creates `dir` (and parents) readable only by the owner, and tightens an existing `dir`
+/// that others could read: it holds every message the owner ever sent.
+pub(crate) fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        warn!(dir = %dir.display(), mode = format!("{:o}", mode & 0o777), "data dir was readable by others; setting it to 0700");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict {}", dir.display()))?;
+    }
+    Ok(())
+}
