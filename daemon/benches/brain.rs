@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_daemon::client::Client;
-use steward_daemon::protocol::{Request, Response};
+use steward_protocol::client::Client;
+use steward_protocol::{Request, Response};
 use tokio::time::Instant;
 
 mod support;

@@ -45,7 +45,7 @@ fn many_jobs(count: usize) -> String {
 /// A data dir holding `count` runtime jobs (as `cron_create` would leave them), so that the
 /// daemon starts with them without parsing a config file.
 fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
-    use steward_daemon::channels::timer::control::{NewJob, Scheduler};
+    use steward_daemon::channels::timer::control::Scheduler;
     let dir = tempfile::tempdir().unwrap();
     let store = steward_daemon::store::Store::open(&dir.path().join("db")).unwrap();
     let inbox = std::sync::Arc::new(
@@ -62,7 +62,7 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
     for i in 0..count {
         let at = now + chrono::Duration::minutes(120 + (i % 1200) as i64);
         scheduler
-            .add(NewJob {
+            .add(steward_protocol::NewJob {
                 name: format!("job-{i}"),
                 schedule: format!("{} {} * * *", at.format("%M"), at.format("%H")),
                 tz: None,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use lettre::address::Envelope;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-use steward_daemon::client::Client;
-use steward_daemon::protocol::{Request, Response, StatusReport};
+use steward_protocol::client::Client;
+use steward_protocol::{Request, Response, StatusReport};
 use tokio::time::Instant;
 
 mod support;

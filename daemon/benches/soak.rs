@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
-use steward_daemon::client::Client;
-use steward_daemon::protocol::{Request, Response, StepStatus};
+use steward_protocol::client::Client;
+use steward_protocol::{Request, Response, StepStatus};
 use tokio::time::Instant;
 
 mod support;
@@ -123,7 +123,7 @@ fn allocated_mb(path: &Path) -> f64 {
     total as f64 / 1e6
 }
 
-async fn status(socket: &Path) -> Option<steward_daemon::protocol::StatusReport> {
+async fn status(socket: &Path) -> Option<steward_protocol::StatusReport> {
     match Client::call(socket, &Request::Status).await.ok()?.first() {
         Some(Response::Status { status }) => Some(status.clone()),
         _ => None,

@@ -1,6 +1,7 @@
 //! The Steward daemon: the inbox and trajectories ([`store`]), the dispatcher that turns
 //! events into steps ([`dispatcher`]), the brain ([`brain`]), channel actors ([`channels`]),
-//! the owner API ([`owner`]) and the control-socket protocol and its client, the parts wired
+//! the owner API ([`owner`]) that the control socket (protocol and client: the
+//! `steward-protocol` crate) and HTTP serve, the parts wired
 //! together ([`core`]), the supervisor of the channels ([`supervisor`]) and the running daemon
 //! ([`daemon`]).
 //! The `steward` binary is a thin CLI over this library.
@@ -8,7 +9,6 @@
 pub mod brain;
 pub mod channels;
 pub mod cli;
-pub mod client;
 pub mod confirmations;
 pub mod core;
 pub mod daemon;
@@ -21,7 +21,6 @@ pub mod mcp;
 pub mod notify;
 pub mod owner;
 pub mod paths;
-pub mod protocol;
 pub mod reload;
 pub mod replies;
 pub mod retention;

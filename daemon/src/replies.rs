@@ -5,7 +5,7 @@
 use steward_events::{EventId, ToolOutcome};
 use tokio::sync::broadcast;
 
-use crate::protocol::StepEnd;
+use steward_events::StepEnd;
 
 #[derive(Clone, Debug)]
 pub enum Announcement {

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::brain::TokenUsage;
 use crate::channels::ChannelHealth;
-use crate::protocol::{BrainState, ChannelStatus, StatusReport, StepStatus};
 use crate::store::Inbox;
+use steward_events::TokenUsage;
+use steward_protocol::{BrainState, ChannelStatus, StatusReport, StepStatus};
 
 #[derive(Debug)]
 pub struct StatusBoard {
@@ -166,7 +166,7 @@ impl StatusBoard {
         let brain_error = lock(&self.brain_error).clone();
         let config = lock(&self.config).clone();
         StatusReport {
-            version: crate::protocol::VERSION.to_owned(),
+            version: steward_protocol::VERSION.to_owned(),
             config_error: config.error,
             restart_needed: config.restart_needed,
             pid: self.pid,

@@ -10,6 +10,7 @@ mod event;
 mod id;
 mod routing;
 mod senders;
+mod step;
 mod tool_call;
 mod trajectory;
 mod urgency;
@@ -21,6 +22,7 @@ pub use event::{
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};
 pub use senders::{SenderDecision, SenderPolicy, Unknown};
+pub use step::{StepEnd, TokenUsage};
 pub use tool_call::{ToolCallRequest, ToolOutcome, ToolStatus};
 pub use trajectory::{ItemKind, TrajectoryId, TrajectoryItem};
 pub use urgency::{FieldMatch, Urgency, UrgencyRule, classify_urgency};

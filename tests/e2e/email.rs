@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use steward_daemon::protocol::EventRow;
+use steward_protocol::EventRow;
 
 use crate::mail::{self, PASSWORD, PASSWORD_ENV};
 use crate::scripted_model::{ScriptedModel, sse};
@@ -691,7 +691,7 @@ async fn a_server_restart_backs_off_shows_why_and_resumes_without_losing_mail() 
     let config = mail::config(&assistant, &owner, "require_authentication = false\n")
         .replace("imap_port = 10993", &format!("imap_port = {}", proxy.port));
     let daemon = TestDaemon::start_with_env(&config, &[(PASSWORD_ENV, PASSWORD)]);
-    let idle = |s: &steward_daemon::protocol::StatusReport| {
+    let idle = |s: &steward_protocol::StatusReport| {
         s.channels
             .iter()
             .any(|c| c.name == "email" && c.state == "idle")

@@ -572,7 +572,7 @@ async fn sighup_moves_the_email_channel_and_its_tools_to_a_new_account() {
         crate::mail::config(assistant, &owner, "require_authentication = false\n")
     };
     let daemon = TestDaemon::start_with_env(&config(&first), &env);
-    let idle = |s: &steward_daemon::protocol::StatusReport| {
+    let idle = |s: &steward_protocol::StatusReport| {
         s.channels
             .iter()
             .any(|c| c.name == "email" && c.state == "idle")

@@ -208,7 +208,7 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
     let status = daemon.status().await;
     assert_eq!(
         status.brain_state,
-        steward_daemon::protocol::BrainState::Ok,
+        steward_protocol::BrainState::Ok,
         "{status:?}"
     );
 }

@@ -170,7 +170,7 @@ async fn a_parallel_event_runs_in_a_lane_while_the_main_step_runs() {
     assert!(
         matches!(
             status.step,
-            steward_daemon::protocol::StepStatus::Running { step: 1, .. }
+            steward_protocol::StepStatus::Running { step: 1, .. }
         ),
         "{status:?}"
     );

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use steward_daemon::client::Client;
-use steward_daemon::protocol::{EventRow, Request, Response, StatusReport};
 use steward_events::{EventId, TrajectoryItem, Urgency};
+use steward_protocol::client::Client;
+use steward_protocol::{EventRow, Request, Response, StatusReport};
 use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_steward");

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use steward_daemon::protocol::EventRow;
+use steward_protocol::EventRow;
 
 use crate::support::{TestDaemon, stdout};
 

@@ -218,7 +218,7 @@ async fn every_input_survives_random_kill_9_exactly_once() {
     // The last start: let everything settle — every accepted mail fetched, then the inbox.
     let daemon = TestDaemon::start_in_with_env(dir, &env);
     let mail_subjects = acked.lock().unwrap().mails.clone();
-    let has_subject = |events: &[steward_daemon::protocol::EventRow], subject: &str| {
+    let has_subject = |events: &[steward_protocol::EventRow], subject: &str| {
         let line = format!("Subject: {subject}\n");
         events
             .iter()
@@ -244,13 +244,10 @@ async fn every_input_survives_random_kill_9_exactly_once() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let status = daemon.status().await;
-        if status.inbox_pending == 0
-            && matches!(status.step, steward_daemon::protocol::StepStatus::Idle)
-        {
+        if status.inbox_pending == 0 && matches!(status.step, steward_protocol::StepStatus::Idle) {
             tokio::time::sleep(Duration::from_millis(300)).await;
             let again = daemon.status().await;
-            if again.inbox_pending == 0
-                && matches!(again.step, steward_daemon::protocol::StepStatus::Idle)
+            if again.inbox_pending == 0 && matches!(again.step, steward_protocol::StepStatus::Idle)
             {
                 break;
             }

@@ -3,8 +3,8 @@
 //! override the urgency the job, the watch or the route is configured with, and an input
 //! no rule matches keeps its configured urgency.
 
-use steward_daemon::protocol::EventRow;
 use steward_events::Urgency;
+use steward_protocol::EventRow;
 
 use crate::support::TestDaemon;
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use steward_daemon::protocol::EventRow;
+use steward_protocol::EventRow;
 
 use crate::support::TestDaemon;
 

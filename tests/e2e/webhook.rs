@@ -57,7 +57,7 @@ async fn get_json(client: &reqwest::Client, url: String, token: &str) -> Value {
     serde_json::from_slice(&response.bytes().await.unwrap()).unwrap()
 }
 
-async fn webhook_events(daemon: &TestDaemon) -> Vec<steward_daemon::protocol::EventRow> {
+async fn webhook_events(daemon: &TestDaemon) -> Vec<steward_protocol::EventRow> {
     daemon
         .events()
         .await

@@ -19,12 +19,13 @@ use serde_json::{Value, json};
 use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
 
+use super::BrainError;
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
 use super::transport::{
     Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
 };
-use super::{BrainError, TokenUsage};
+use steward_events::TokenUsage;
 
 const API_VERSION: &str = "2023-06-01";
 

@@ -20,7 +20,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use steward_events::{Event, EventId, ToolCallRequest, ToolOutcome, TrajectoryId, TrajectoryItem};
+use steward_events::{
+    Event, EventId, TokenUsage, ToolCallRequest, ToolOutcome, TrajectoryId, TrajectoryItem,
+};
 use steward_tools::ToolSpec;
 
 pub use anthropic::AnthropicBrain;
@@ -59,23 +61,6 @@ pub struct BrainTurn {
     pub tool_calls: Vec<ToolCallRequest>,
     /// Tokens the provider reported for this call, if it did.
     pub usage: Option<TokenUsage>,
-}
-
-/// Token counts as the provider reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TokenUsage {
-    pub input: u64,
-    /// Input served from the provider's prompt cache (part of `input`).
-    pub cached_input: u64,
-    pub output: u64,
-}
-
-impl std::ops::AddAssign for TokenUsage {
-    fn add_assign(&mut self, other: Self) {
-        self.input += other.input;
-        self.cached_input += other.cached_input;
-        self.output += other.output;
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -14,12 +14,13 @@ use serde_json::Value;
 use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
 
+use super::BrainError;
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
 use super::transport::{
     Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
 };
-use super::{BrainError, TokenUsage};
+use steward_events::TokenUsage;
 
 #[derive(Debug)]
 pub struct OpenAiBrain {

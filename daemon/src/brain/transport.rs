@@ -22,7 +22,8 @@ use steward_tools::ToolSpec;
 
 use super::prompt::{self, Turn};
 use super::sse::{SseEvent, SseParser};
-use super::{BrainError, BrainFuture, BrainInput, Summary, SummaryFuture, TokenUsage};
+use super::{BrainError, BrainFuture, BrainInput, Summary, SummaryFuture};
+use steward_events::TokenUsage;
 
 const MAX_ATTEMPTS: u32 = 3;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);

@@ -8,8 +8,8 @@ use serde_json::Value;
 use steward_events::{ToolOutcome, ToolStatus};
 
 use super::Context;
-use crate::client::{Client, ClientError};
-use crate::protocol::{PendingRow, Request, Response};
+use steward_protocol::client::{Client, ClientError};
+use steward_protocol::{PendingRow, Request, Response};
 
 fn print_row(row: &PendingRow, json: bool) {
     if json {

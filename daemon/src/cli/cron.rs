@@ -8,10 +8,10 @@ use steward_events::{ScheduledAction, Urgency};
 use super::listing::{json_line, stream};
 use super::output::out;
 use super::{Context, CronCommandArgs};
-use crate::channels::timer::control::{JobRow, NewJob};
-use crate::channels::timer::schedule::MissedPolicy;
-use crate::client::ClientError;
-use crate::protocol::{CronCommand, Request, Response};
+use steward_protocol::MissedPolicy;
+use steward_protocol::client::ClientError;
+use steward_protocol::{CronCommand, Request, Response};
+use steward_protocol::{JobRow, NewJob};
 
 pub async fn run(ctx: &Context, command: CronCommandArgs) -> Result<ExitCode, ClientError> {
     let (command, json) = match command {

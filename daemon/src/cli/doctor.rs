@@ -19,8 +19,8 @@ use steward_config::{Config, ModelProvider};
 
 use super::output::out;
 use super::{Context, service};
-use crate::client::Client;
-use crate::protocol::{Request, Response};
+use steward_protocol::client::Client;
+use steward_protocol::{Request, Response};
 
 const NETWORK_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -187,13 +187,13 @@ async fn daemon_check(socket: &Path) -> (Check, bool) {
                         status.pid, status.version, status.uptime_secs
                     ),
                 );
-                if status.version != crate::protocol::VERSION {
+                if status.version != steward_protocol::VERSION {
                     check = warn(
                         "daemon",
                         format!(
                             "the daemon runs {}, this binary is {}",
                             status.version,
-                            crate::protocol::VERSION
+                            steward_protocol::VERSION
                         ),
                         "restart the daemon (systemctl --user restart steward)",
                     );

@@ -9,8 +9,8 @@ use serde_json::Value;
 use steward_events::{ItemKind, TrajectoryItem};
 
 use super::{Context, EventsArgs, TrajectoryArgs};
-use crate::client::{Client, ClientError};
-use crate::protocol::{EventRow, Request, Response, StatusReport, StepStatus};
+use steward_protocol::client::{Client, ClientError};
+use steward_protocol::{EventRow, Request, Response, StatusReport, StepStatus};
 
 /// Sends `request` and hands every response to `print` until the listing ends.
 pub(super) async fn stream(

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use steward_config::{Config, LogFormat};
 
-use crate::client::ClientError;
 use crate::paths;
+use steward_protocol::client::ClientError;
 
 pub const EX_CONFIG: u8 = 78;
 pub const EX_UNAVAILABLE: u8 = 69;

@@ -10,8 +10,9 @@ use steward_events::{EventId, Urgency};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{Context, EX_TEMPFAIL};
-use crate::client::{Client, ClientError};
-use crate::protocol::{ChatLine, Request, Response, StepEnd};
+use steward_events::StepEnd;
+use steward_protocol::client::{Client, ClientError};
+use steward_protocol::{ChatLine, Request, Response};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {

@@ -15,10 +15,10 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use super::step::{MergeFlush, StepRunner};
-use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
 use crate::store::{EventRecord, Inbox, StoreError, Trajectory, event_item};
+use steward_events::StepEnd;
 
 #[derive(Clone, Debug)]
 pub struct Lanes(Arc<LaneShared>);

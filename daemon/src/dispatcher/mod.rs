@@ -31,10 +31,10 @@ pub use lane::Lanes;
 pub use step::{MergeFlush, StepReport, StepRunner};
 
 use crate::notify::Heartbeat;
-use crate::protocol::StepEnd;
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
 use crate::store::{EventRecord, Inbox, StoreError, Trajectory};
+use steward_events::StepEnd;
 
 #[derive(Debug)]
 pub struct Dispatcher {

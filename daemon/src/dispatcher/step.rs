@@ -19,10 +19,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::context::{ContextView, TokenEstimator};
-use crate::brain::{Brain, BrainInput, TokenUsage, new_call_id, prompt};
-use crate::protocol::StepEnd;
+use crate::brain::{Brain, BrainInput, new_call_id, prompt};
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
+use steward_events::StepEnd;
+use steward_events::TokenUsage;
 
 #[derive(Debug)]
 pub struct StepRunner {

@@ -14,6 +14,7 @@
 //!   changes, trajectory appends and reply hub the service exposes.
 
 pub mod message;
+mod rows;
 pub mod token;
 
 use std::sync::Arc;
@@ -25,17 +26,18 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::channels::context::Shared;
-use crate::channels::timer::control::JobRow;
 use crate::channels::timer::control::Scheduler;
-use crate::channels::watch::set::WatchRow;
 use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Answer;
-use crate::protocol::{CronCommand, EventRow, PendingRow, StatusReport};
 use crate::replies::ReplyHub;
 use crate::store::{Inbox, Trajectory};
+use steward_protocol::JobRow;
+use steward_protocol::WatchRow;
+use steward_protocol::{CronCommand, EventRow, PendingRow, StatusReport};
 use token::ApiToken;
 
 pub use message::{MAX_MESSAGE_BYTES, refusal};
+pub use rows::pending_row;
 
 /// The owner API service (see the module docs). Cheap to clone.
 #[derive(Clone, Debug)]
@@ -241,7 +243,7 @@ impl OwnerApi {
 
     pub fn pending(&self) -> Result<Vec<PendingRow>, OwnerError> {
         let actions = self.shared.confirmations.list().map_err(unavailable)?;
-        Ok(actions.iter().map(PendingRow::from).collect())
+        Ok(actions.iter().map(pending_row).collect())
     }
 
     /// Approves a pending action (with edited arguments, re-validated), which runs it once.
@@ -357,7 +359,7 @@ fn answered(
     answer: Result<Answer, crate::confirmations::ConfirmError>,
 ) -> Result<PendingRow, OwnerError> {
     match answer {
-        Ok(Answer::Ran(action) | Answer::Denied(action)) => Ok(PendingRow::from(&action)),
+        Ok(Answer::Ran(action) | Answer::Denied(action)) => Ok(pending_row(&action)),
         Ok(Answer::Refused(message)) => Err(OwnerError::Conflict(message)),
         Err(e) => Err(OwnerError::NotFound(e.to_string())),
     }

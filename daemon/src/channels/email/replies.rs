@@ -197,7 +197,7 @@ impl Replier {
                             .iter()
                             .filter_map(|id| last_text.remove(id).map(|t| (*id, t)))
                             .collect();
-                        if matches!(outcome, crate::protocol::StepEnd::Cancelled { .. }) {
+                        if matches!(outcome, steward_events::StepEnd::Cancelled { .. }) {
                             continue;
                         }
                         self.answer(texts).await;

@@ -26,8 +26,8 @@ use steward_events::Urgency;
 use tokio_util::sync::CancellationToken;
 
 use crate::owner::{CronDone, FrontDoor, OwnerApi, OwnerError, Sent};
-use crate::protocol::CronCommand;
 use crate::replies::Announcement;
+use steward_protocol::CronCommand;
 
 /// The server's state: the owner API and the server's shutdown (a message waiting on a
 /// full inbox gives up with it).

@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::owner::OwnerApi;
-use crate::protocol::StatusReport;
+use steward_protocol::StatusReport;
 
 /// One metric family: its name, type, help and samples (labels, value).
 struct Family {

@@ -9,51 +9,14 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use steward_events::{EventId, ScheduledAction, Urgency};
+use chrono::Utc;
+use steward_events::{EventId, Urgency};
 use tokio::sync::Notify;
 
-use super::jobs::{Job, JobSpec, JobStore, Origin};
-use super::schedule::{MissedPolicy, parse_schedule, parse_zone};
+use super::jobs::{Job, JobSpec, JobStore};
+use super::schedule::{parse_schedule, parse_zone};
 use crate::store::StoreError;
-
-/// A new job, as the CLI or a tool describes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NewJob {
-    pub name: String,
-    pub schedule: String,
-    #[serde(default)]
-    pub tz: Option<String>,
-    #[serde(default)]
-    pub text: Option<String>,
-    #[serde(default)]
-    pub action: Option<ScheduledAction>,
-    #[serde(default)]
-    pub urgency: Option<Urgency>,
-    #[serde(default)]
-    pub missed: Option<MissedPolicy>,
-    #[serde(default)]
-    pub max_lateness_secs: Option<u64>,
-}
-
-/// A job as `steward cron list --json` shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobRow {
-    pub name: String,
-    pub schedule: String,
-    pub tz: String,
-    pub text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<ScheduledAction>,
-    pub urgency: Urgency,
-    pub missed: MissedPolicy,
-    pub origin: Origin,
-    pub enabled: bool,
-    pub paused: bool,
-    pub next_run: Option<DateTime<Utc>>,
-    pub last_outcome: Option<String>,
-}
+use steward_protocol::{JobRow, NewJob, Origin};
 
 impl From<&Job> for JobRow {
     fn from(job: &Job) -> Self {

@@ -9,15 +9,10 @@ use serde::{Deserialize, Serialize};
 use steward_config::{CronJobConfig, CronWhat};
 use steward_events::{ScheduledAction, Urgency};
 
-use super::schedule::{MissedPolicy, Schedule, ScheduleError, parse_schedule, parse_zone};
-use crate::store::StoreError;
+use steward_protocol::{MissedPolicy, Origin};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    Config,
-    Runtime,
-}
+use super::schedule::{Schedule, ScheduleError, parse_schedule, parse_zone};
+use crate::store::StoreError;
 
 /// A job's definition: what the config or a tool said.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -254,8 +254,8 @@ pub fn occurrence_event(job: &Job, at: DateTime<Utc>, manual: bool) -> Event {
         Sender {
             identity: format!("cron:{}", job.spec.name),
             authenticated_by: match job.origin {
-                jobs::Origin::Config => "config".into(),
-                jobs::Origin::Runtime => "runtime-job".into(),
+                steward_protocol::Origin::Config => "config".into(),
+                steward_protocol::Origin::Runtime => "runtime-job".into(),
             },
         },
         Trust::Owner,

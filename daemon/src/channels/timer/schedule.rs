@@ -17,6 +17,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+use steward_protocol::MissedPolicy;
+
 use super::cron::{CronExpr, looks_like_cron};
 
 #[derive(Clone, Debug)]
@@ -153,30 +155,6 @@ impl Schedule {
             }
         }
         out
-    }
-}
-
-/// `missed` of a job: what happens to occurrences that fell while the daemon was down.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MissedPolicy {
-    /// None runs; each is recorded as missed.
-    Skip,
-    /// The latest one within the lateness bound runs; the others are recorded as missed.
-    #[default]
-    Once,
-    /// Each one within the lateness bound runs, oldest first; older ones are missed.
-    All,
-}
-
-impl MissedPolicy {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "skip" => Some(MissedPolicy::Skip),
-            "once" => Some(MissedPolicy::Once),
-            "all" => Some(MissedPolicy::All),
-            _ => None,
-        }
     }
 }
 

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
-use super::control::{NewJob, Scheduler};
+use super::control::Scheduler;
+use steward_protocol::NewJob;
 
 /// What every scheduling tool shares: its group, its search words, its result budget.
 fn schedule_tool(contract: ToolContract) -> ToolContract {

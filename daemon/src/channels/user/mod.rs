@@ -1,5 +1,5 @@
 //! The user channel: a Unix control socket (mode 0600) speaking the line protocol of
-//! [`crate::protocol`]. Whoever connects is the owner: the socket is only reachable by the
+//! [`steward_protocol`]. Whoever connects is the owner: the socket is only reachable by the
 //! daemon's own user, and each peer's uid is checked against the data dir's owner anyway.
 //!
 //! A thin transport over the owner API ([`crate::owner`]): each request line maps to one of
@@ -25,8 +25,8 @@ use tracing::{debug, info, warn};
 use crate::channels::ChannelHealth;
 use crate::channels::context::ChannelContext;
 use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
-use crate::protocol::{ChatLine, EventRow, Request, Response};
 use crate::replies::Announcement;
+use steward_protocol::{ChatLine, EventRow, Request, Response};
 
 /// The bound control socket and who may use it.
 #[derive(Debug)]
@@ -129,7 +129,7 @@ impl UserChannel {
             Ok(Some(line)) => match serde_json::from_str::<serde_json::Value>(&line) {
                 Ok(value) => {
                     let client = value
-                        .get(crate::protocol::CLIENT_VERSION_FIELD)
+                        .get(steward_protocol::CLIENT_VERSION_FIELD)
                         .and_then(|v| v.as_str())
                         .map(str::to_owned);
                     if let Err(e) = session.check_version(client).await {
@@ -501,10 +501,10 @@ impl Session {
     /// could not read.
     async fn check_version(&mut self, client: Option<String>) -> std::io::Result<()> {
         match client {
-            Some(client) if client != crate::protocol::VERSION => {
-                warn!(channel = "user", client_version = %client, daemon_version = crate::protocol::VERSION, "a client of another version connected");
+            Some(client) if client != steward_protocol::VERSION => {
+                warn!(channel = "user", client_version = %client, daemon_version = steward_protocol::VERSION, "a client of another version connected");
                 self.write(&Response::VersionMismatch {
-                    daemon_version: crate::protocol::VERSION.to_owned(),
+                    daemon_version: steward_protocol::VERSION.to_owned(),
                     client_version: client,
                 })
                 .await

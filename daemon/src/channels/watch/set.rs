@@ -5,7 +5,6 @@
 //! on the next start); edit the file.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -13,110 +12,78 @@ use crate::channels::context::Settled;
 use crate::status::StatusBoard;
 use crate::store::StoreError;
 use crate::supervisor::Supervisor;
-use serde::{Deserialize, Serialize};
 use steward_config::WatchConfig;
 use steward_events::Urgency;
+use steward_protocol::WatchRow;
 
 /// How long start-up waits for the watches to be watching (or to know why not).
 const START_WAIT: Duration = Duration::from_secs(5);
 
-/// A watch as `steward watch list --json` shows it (and as a runtime watch is stored).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WatchRow {
-    pub name: String,
-    pub path: PathBuf,
-    #[serde(default = "yes")]
-    pub recursive: bool,
-    #[serde(default)]
-    pub include: Vec<String>,
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    #[serde(default)]
-    pub events: Vec<String>,
-    #[serde(default)]
-    pub debounce_ms: Option<u64>,
-    #[serde(default)]
-    pub text: Option<String>,
-    #[serde(default)]
-    pub urgency: Option<Urgency>,
-    /// `config` or `runtime` (filled in by the daemon).
-    #[serde(default)]
-    pub origin: String,
-    /// What `steward status` says of it (filled in by the daemon).
-    #[serde(default)]
-    pub state: String,
+/// A config's watch as a row.
+fn row_of(config: &WatchConfig) -> WatchRow {
+    WatchRow {
+        name: config.name.clone(),
+        path: config.path.clone(),
+        recursive: config.recursive,
+        include: config.include.clone(),
+        exclude: config.exclude.clone(),
+        events: config.events.clone(),
+        debounce_ms: Some(config.debounce.as_millis() as u64),
+        text: Some(config.text.clone()),
+        urgency: Some(config.urgency),
+        origin: "config".into(),
+        state: String::new(),
+    }
 }
 
-fn yes() -> bool {
-    true
-}
-
-impl WatchRow {
-    fn from_config(config: &WatchConfig) -> Self {
-        Self {
-            name: config.name.clone(),
-            path: config.path.clone(),
-            recursive: config.recursive,
-            include: config.include.clone(),
-            exclude: config.exclude.clone(),
-            events: config.events.clone(),
-            debounce_ms: Some(config.debounce.as_millis() as u64),
-            text: Some(config.text.clone()),
-            urgency: Some(config.urgency),
-            origin: "config".into(),
-            state: String::new(),
-        }
+/// Checks a requested watch and fills in the defaults.
+fn config_of(row: &WatchRow) -> Result<WatchConfig, String> {
+    if !steward_config::is_plain_name(&row.name) {
+        return Err(format!(
+            "{:?}: a watch name is 1-64 letters, digits, '-' or '_'",
+            row.name
+        ));
     }
-
-    /// Checks a requested watch and fills in the defaults.
-    fn to_config(&self) -> Result<WatchConfig, String> {
-        if !steward_config::is_plain_name(&self.name) {
-            return Err(format!(
-                "{:?}: a watch name is 1-64 letters, digits, '-' or '_'",
-                self.name
-            ));
-        }
-        if !self.path.is_absolute() {
-            return Err(format!("{} is not an absolute path", self.path.display()));
-        }
-        if let Some(bad) = self
-            .events
-            .iter()
-            .find(|e| !WatchConfig::EVENTS.contains(&e.as_str()))
-        {
-            return Err(format!(
-                "{bad:?}: events are create, modify, remove and rename"
-            ));
-        }
-        if matches!(self.urgency, Some(Urgency::Cancel)) {
-            return Err("a watch's urgency is queue or parallel".into());
-        }
-        Ok(WatchConfig {
-            name: self.name.clone(),
-            path: self.path.clone(),
-            recursive: self.recursive,
-            include: self.include.clone(),
-            exclude: self.exclude.clone(),
-            events: if self.events.is_empty() {
-                WatchConfig::EVENTS
-                    .iter()
-                    .map(|e| (*e).to_owned())
-                    .collect()
-            } else {
-                self.events.clone()
-            },
-            debounce: Duration::from_millis(
-                self.debounce_ms
-                    .unwrap_or(WatchConfig::DEFAULT_DEBOUNCE_MS)
-                    .clamp(10, 600_000),
-            ),
-            text: self
-                .text
-                .clone()
-                .unwrap_or_else(|| WatchConfig::default_text(&self.path)),
-            urgency: self.urgency.unwrap_or(Urgency::Queue),
-        })
+    if !row.path.is_absolute() {
+        return Err(format!("{} is not an absolute path", row.path.display()));
     }
+    if let Some(bad) = row
+        .events
+        .iter()
+        .find(|e| !WatchConfig::EVENTS.contains(&e.as_str()))
+    {
+        return Err(format!(
+            "{bad:?}: events are create, modify, remove and rename"
+        ));
+    }
+    if matches!(row.urgency, Some(Urgency::Cancel)) {
+        return Err("a watch's urgency is queue or parallel".into());
+    }
+    Ok(WatchConfig {
+        name: row.name.clone(),
+        path: row.path.clone(),
+        recursive: row.recursive,
+        include: row.include.clone(),
+        exclude: row.exclude.clone(),
+        events: if row.events.is_empty() {
+            WatchConfig::EVENTS
+                .iter()
+                .map(|e| (*e).to_owned())
+                .collect()
+        } else {
+            row.events.clone()
+        },
+        debounce: Duration::from_millis(
+            row.debounce_ms
+                .unwrap_or(WatchConfig::DEFAULT_DEBOUNCE_MS)
+                .clamp(10, 600_000),
+        ),
+        text: row
+            .text
+            .clone()
+            .unwrap_or_else(|| WatchConfig::default_text(&row.path)),
+        urgency: row.urgency.unwrap_or(Urgency::Queue),
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,17 +150,15 @@ impl WatchSet {
         configs: &[WatchConfig],
     ) -> Result<(), StoreError> {
         let _ = self.inner.supervisor.set(supervisor.clone());
-        let mut rows: Vec<(WatchRow, WatchConfig)> = configs
-            .iter()
-            .map(|c| (WatchRow::from_config(c), c.clone()))
-            .collect();
+        let mut rows: Vec<(WatchRow, WatchConfig)> =
+            configs.iter().map(|c| (row_of(c), c.clone())).collect();
         for bytes in self.inner.tree.iter().values() {
             let mut row: WatchRow = crate::store::decode("watches", &bytes?)?;
             row.origin = "runtime".into();
             if rows.iter().any(|(r, _)| r.name == row.name) {
                 continue; // The config's watch of the same name wins.
             }
-            if let Ok(config) = row.to_config() {
+            if let Ok(config) = config_of(&row) {
                 rows.push((row, config));
             }
         }
@@ -225,7 +190,7 @@ impl WatchSet {
     /// Brings the config's watches in line with a reloaded file: removed or changed ones
     /// stop, new or changed ones start; runtime watches are not touched.
     pub fn reload(&self, configs: &[WatchConfig]) {
-        let wanted: Vec<WatchRow> = configs.iter().map(WatchRow::from_config).collect();
+        let wanted: Vec<WatchRow> = configs.iter().map(row_of).collect();
         let stale: Vec<String> = self
             .running()
             .iter()
@@ -267,7 +232,7 @@ impl WatchSet {
     }
 
     pub fn create(&self, mut row: WatchRow) -> Result<WatchRow, WatchError> {
-        let config = row.to_config().map_err(WatchError::Invalid)?;
+        let config = config_of(&row).map_err(WatchError::Invalid)?;
         if self.running().contains_key(&row.name) {
             return Err(WatchError::Exists(row.name));
         }

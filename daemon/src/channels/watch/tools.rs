@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
-use super::set::{WatchRow, WatchSet};
+use super::set::WatchSet;
+use steward_protocol::WatchRow;
 
 /// What every watch tool shares (all idempotent: the same watch made or removed twice
 /// leaves the same set).

@@ -1,4 +1,8 @@
-//! The control socket's wire protocol: line-delimited JSON. The client writes one
+//! The control socket's wire protocol: line-delimited JSON. A leaf crate: it knows the
+//! vocabulary (`steward-events`) and nothing of the daemon, so the CLI, the daemon and any
+//! other client share one definition of every line.
+//!
+//! The protocol: The client writes one
 //! [`Request`] line; the daemon answers with [`Response`] lines. A finite answer ends with
 //! `{"type":"end"}`; `--follow` and `wait` answers stream until done or the client leaves.
 //! In a `chat` session every further client line is a [`ChatLine`].
@@ -22,9 +26,12 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use steward_events::{EventId, EventState, Source, TrajectoryItem, Urgency};
+use steward_events::{EventId, Source, StepEnd, TokenUsage, TrajectoryItem, Urgency};
 
-use crate::store::EventRecord;
+pub mod client;
+mod rows;
+
+pub use rows::{JobRow, MissedPolicy, NewJob, Origin, WatchRow};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -103,21 +110,11 @@ pub struct ChatLine {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum CronCommand {
     List,
-    Add {
-        job: crate::channels::timer::control::NewJob,
-    },
-    Remove {
-        name: String,
-    },
-    Pause {
-        name: String,
-    },
-    Resume {
-        name: String,
-    },
-    Trigger {
-        name: String,
-    },
+    Add { job: NewJob },
+    Remove { name: String },
+    Pause { name: String },
+    Resume { name: String },
+    Trigger { name: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -166,10 +163,10 @@ pub enum Response {
         tool: Value,
     },
     Job {
-        job: crate::channels::timer::control::JobRow,
+        job: JobRow,
     },
     Watch {
-        watch: crate::channels::watch::set::WatchRow,
+        watch: WatchRow,
     },
     Token {
         token: String,
@@ -186,23 +183,6 @@ pub enum Response {
     End,
     Error {
         message: String,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum StepEnd {
-    Completed,
-    Cancelled {
-        reason: String,
-    },
-    Failed {
-        error: String,
-    },
-    /// The model was unreachable; the step runs again later for the same events. Not
-    /// announced as an ending: whoever waits keeps waiting for the real answer.
-    Deferred {
-        error: String,
     },
 }
 
@@ -233,11 +213,11 @@ pub struct StatusReport {
     pub lanes_running: usize,
     pub events_total: u64,
     /// Tokens (input, cached input, output) of the last model call and since start.
-    pub tokens_last_call: crate::brain::TokenUsage,
+    pub tokens_last_call: TokenUsage,
     /// Every model call of the last finished main step, and that step's number (0: none).
-    pub tokens_last_step: crate::brain::TokenUsage,
+    pub tokens_last_step: TokenUsage,
     pub tokens_last_step_number: u64,
-    pub tokens_total: crate::brain::TokenUsage,
+    pub tokens_total: TokenUsage,
     /// Why the config file was refused at the last SIGHUP (the running config stays).
     #[serde(default)]
     pub config_error: Option<String>,
@@ -298,38 +278,6 @@ fn untrusted() -> steward_events::Trust {
     steward_events::Trust::Untrusted
 }
 
-impl From<&EventRecord> for EventRow {
-    fn from(record: &EventRecord) -> Self {
-        let e = &record.event;
-        let (trajectory, trajectory_seq, detail) = match &record.state {
-            EventState::Merged { trajectory, seq } => {
-                (Some(trajectory.to_string()), Some(*seq), None)
-            }
-            EventState::Duplicate { of } => (None, None, Some(format!("duplicate of {of}"))),
-            EventState::Rejected { reason }
-            | EventState::Missed { reason }
-            | EventState::Handled { outcome: reason } => (None, None, Some(reason.clone())),
-            EventState::Dead { error } => (None, None, Some(error.clone())),
-            EventState::Pending => (None, None, None),
-        };
-        Self {
-            id: e.id,
-            source: e.source,
-            channel: e.channel.clone(),
-            urgency: e.urgency,
-            state: record.state.name().to_owned(),
-            received_at: e.received_at,
-            occurred_at: e.occurred_at,
-            trajectory,
-            trajectory_seq,
-            detail,
-            text: e.payload.text().to_owned(),
-            sender: e.sender.identity.clone(),
-            trust: e.trust,
-        }
-    }
-}
-
 /// One line of `steward pending`, and the answer to `confirm`/`deny`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingRow {
@@ -346,25 +294,4 @@ pub struct PendingRow {
     /// Why it was denied or failed.
     pub state_reason: Option<String>,
     pub result: Option<steward_events::ToolOutcome>,
-}
-
-impl From<&steward_tools::confirm::PendingAction> for PendingRow {
-    fn from(a: &steward_tools::confirm::PendingAction) -> Self {
-        Self {
-            id: a.id.clone(),
-            tool: a.tool.clone(),
-            args: a.args.clone(),
-            preview: a.preview.clone(),
-            reason: a.reason.clone(),
-            origin_event: a.origin_event,
-            requested_at: a.requested_at,
-            expires_at: a.expires_at,
-            state: serde_json::to_value(a.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            state_reason: a.state_reason.clone(),
-            result: a.result.clone(),
-        }
-    }
 }

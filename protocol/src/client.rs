@@ -7,7 +7,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-use crate::protocol::{Request, Response};
+use crate::{Request, Response};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -49,10 +49,7 @@ impl Client {
     pub async fn request(&mut self, request: &Request) -> Result<(), ClientError> {
         let mut line = serde_json::to_value(request)?;
         if let Some(object) = line.as_object_mut() {
-            object.insert(
-                crate::protocol::CLIENT_VERSION_FIELD.into(),
-                crate::protocol::VERSION.into(),
-            );
+            object.insert(crate::CLIENT_VERSION_FIELD.into(), crate::VERSION.into());
         }
         self.write_line(&line).await
     }
