@@ -119,8 +119,8 @@ fn dns_server(text: &str) -> Option<std::net::SocketAddr> {
 
 pub(crate) fn resolve(
     raw: RawEmail,
-    at: crate::validate::LineOf<'_>,
-    in_range: crate::validate::InRange<'_>,
+    at: crate::spanned::LineOf<'_>,
+    in_range: crate::spanned::InRange<'_>,
 ) -> Result<EmailConfig, ConfigError> {
     let server = |which: &str,
                   host: &Spanned<String>,

@@ -48,3 +48,9 @@ impl<T: JsonSchema> JsonSchema for Spanned<T> {
         T::json_schema(generator)
     }
 }
+
+/// Maps a span to its line (`None` for defaults without one).
+pub(crate) type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
+/// Checks a number against its bounds, naming the key.
+pub(crate) type InRange<'a> =
+    &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, crate::ConfigError>;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::spanned::Spanned;
+use crate::spanned::{InRange, LineOf, Spanned};
 use steward_events::{FieldMatch, Source, Trust, Urgency, UrgencyRule};
 
 /// Where Anthropic's Messages API lives when `base_url` is not set.
@@ -294,15 +294,13 @@ fn resolve_cron_jobs(
     }
     Ok(resolved)
 }
-use crate::raw::{RawConfig, RawUrgencyRule};
+use crate::raw::{RawConfig, RawDaemon, RawModel, RawSenders, RawTools, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
     McpServerConfig, McpTransport, ModelConfig, ModelProvider, PolicyDecisionConfig,
     PolicyRuleConfig, ToolProfile, ToolsConfig, TrajectoryConfig, known_context_window,
 };
 
-/// Maps a span to its line (`None` for defaults without one).
-pub(crate) type LineOf<'a> = &'a dyn Fn(std::ops::Range<usize>) -> Option<usize>;
 /// A retention in days, fractions allowed (`0.5` is twelve hours): at least a minute (the
 /// purge runs at a quarter of the shortest retention, never more often than every 15 s) and
 /// at most ten years.
@@ -323,9 +321,6 @@ fn retention_days(
         ))
     }
 }
-
-/// Checks a number against its bounds, naming the key.
-pub(crate) type InRange<'a> = &'a dyn Fn(&str, &Spanned<u64>, u64, u64) -> Result<u64, ConfigError>;
 
 fn resolve_mcp_servers(
     servers: Vec<RawMcpServer>,
@@ -415,39 +410,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         }
     };
 
-    let daemon = DaemonConfig {
-        shutdown_grace: Duration::from_secs(in_range(
-            "daemon.shutdown_grace_secs",
-            &raw.daemon.shutdown_grace_secs,
-            1,
-            3600,
-        )?),
-        socket_path: match &raw.daemon.socket_path {
-            Some(path) if path.get_ref().is_empty() => {
-                return Err(ConfigError::invalid(
-                    "daemon.socket_path",
-                    at(path.span()),
-                    "must not be empty (leave it out for the default)",
-                ));
-            }
-            Some(path) => Some(PathBuf::from(path.get_ref())),
-            None => None,
-        },
-        log_format: match raw.daemon.log_format.get_ref().as_str() {
-            "pretty" => LogFormat::Pretty,
-            "json" => LogFormat::Json,
-            other => {
-                return Err(ConfigError::invalid(
-                    "daemon.log_format",
-                    at(raw.daemon.log_format.span()),
-                    format!("{other:?} is not a log format; expected \"pretty\" or \"json\""),
-                ));
-            }
-        },
-        min_free_bytes: in_range("daemon.min_free_mb", &raw.daemon.min_free_mb, 0, 1 << 20)?
-            * 1024
-            * 1024,
-    };
+    let daemon = resolve_daemon(&raw.daemon, &at, &in_range)?;
     let inbox = InboxConfig {
         dedupe_retention: retention_days(
             "inbox.dedupe_retention_days",
@@ -473,14 +436,96 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
     };
-    let provider = match raw.model.provider.get_ref().as_str() {
+    let model = resolve_model(raw.model, &at, &in_range)?;
+    let urgency_rules = raw
+        .urgency
+        .rules
+        .into_iter()
+        .enumerate()
+        .map(|(i, rule)| resolve_rule(i, rule, &at))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
+    let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
+    let watch = resolve_watches(raw.watch, &at, &in_range)?;
+    let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
+    let email = match raw.email {
+        Some(email) => Some(crate::email::resolve(email, &at, &in_range)?),
+        None => None,
+    };
+    let senders = resolve_senders(raw.senders, &at)?;
+    Ok(Config {
+        daemon,
+        inbox,
+        dispatcher,
+        trajectory,
+        lanes,
+        model,
+        urgency_rules,
+        mcp_servers,
+        cron,
+        watch,
+        http,
+        webhook_routes,
+        senders,
+        email,
+        tools: resolve_tools(raw.tools, &at, &in_range)?,
+    })
+}
+
+/// `[daemon]`.
+fn resolve_daemon(
+    raw: &RawDaemon,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<DaemonConfig, ConfigError> {
+    Ok(DaemonConfig {
+        shutdown_grace: Duration::from_secs(in_range(
+            "daemon.shutdown_grace_secs",
+            &raw.shutdown_grace_secs,
+            1,
+            3600,
+        )?),
+        socket_path: match &raw.socket_path {
+            Some(path) if path.get_ref().is_empty() => {
+                return Err(ConfigError::invalid(
+                    "daemon.socket_path",
+                    at(path.span()),
+                    "must not be empty (leave it out for the default)",
+                ));
+            }
+            Some(path) => Some(PathBuf::from(path.get_ref())),
+            None => None,
+        },
+        log_format: match raw.log_format.get_ref().as_str() {
+            "pretty" => LogFormat::Pretty,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(ConfigError::invalid(
+                    "daemon.log_format",
+                    at(raw.log_format.span()),
+                    format!("{other:?} is not a log format; expected \"pretty\" or \"json\""),
+                ));
+            }
+        },
+        min_free_bytes: in_range("daemon.min_free_mb", &raw.min_free_mb, 0, 1 << 20)? * 1024 * 1024,
+    })
+}
+
+/// `[model]`: the provider, its URL and key, the model's window.
+fn resolve_model(
+    raw: RawModel,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<ModelConfig, ConfigError> {
+    let provider = match raw.provider.get_ref().as_str() {
         "none" => ModelProvider::None,
         "openai" => ModelProvider::OpenAi,
         "anthropic" => ModelProvider::Anthropic,
         other => {
             return Err(ConfigError::invalid(
                 "model.provider",
-                at(raw.model.provider.span()),
+                at(raw.provider.span()),
                 format!(
                     "{other:?} is not a supported provider; expected \"none\", \"openai\" or \"anthropic\""
                 ),
@@ -497,14 +542,11 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         )),
         None => Err(ConfigError::invalid(
             format!("model.{key}"),
-            at(raw.model.provider.span()),
-            format!(
-                "is required with provider {:?}",
-                raw.model.provider.get_ref()
-            ),
+            at(raw.provider.span()),
+            format!("is required with provider {:?}", raw.provider.get_ref()),
         )),
     };
-    let base_url = match (&raw.model.base_url, provider) {
+    let base_url = match (&raw.base_url, provider) {
         (None, ModelProvider::Anthropic) => ANTHROPIC_BASE_URL.to_owned(),
         (value, _) => required("base_url", value)?,
     };
@@ -513,18 +555,18 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     {
         return Err(ConfigError::invalid(
             "model.base_url",
-            raw.model.base_url.as_ref().and_then(|u| at(u.span())),
+            raw.base_url.as_ref().and_then(|u| at(u.span())),
             format!("{base_url:?} is not an http(s) URL"),
         ));
     }
-    let model_name = required("model", &raw.model.model)?;
+    let model_name = required("model", &raw.model)?;
     let max_output_tokens = in_range(
         "model.max_output_tokens",
-        &raw.model.max_output_tokens,
+        &raw.max_output_tokens,
         16,
         1_000_000,
     )?;
-    let context_window_tokens = match &raw.model.context_window_tokens {
+    let context_window_tokens = match &raw.context_window_tokens {
         Some(window) => in_range(
             "model.context_window_tokens",
             window,
@@ -533,13 +575,13 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         )?,
         None => known_context_window(provider, &model_name).max(max_output_tokens * 2),
     };
-    let model = ModelConfig {
+    Ok(ModelConfig {
         model: model_name,
         context_window_tokens,
         max_output_tokens,
         base_url: base_url.trim_end_matches('/').to_owned(),
         provider,
-        api_key: match (raw.model.api_key_env, raw.model.api_key_file) {
+        api_key: match (raw.api_key_env, raw.api_key_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
                     "model.api_key_env",
@@ -551,23 +593,18 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             (None, Some(file)) => ApiKeySource::File(PathBuf::from(file)),
             (None, None) => ApiKeySource::None,
         },
-        timeout: Duration::from_secs(in_range(
-            "model.timeout_secs",
-            &raw.model.timeout_secs,
-            1,
-            3600,
-        )?),
-    };
-    let urgency_rules = raw
-        .urgency
-        .rules
-        .into_iter()
-        .enumerate()
-        .map(|(i, rule)| resolve_rule(i, rule, &at))
-        .collect::<Result<Vec<_>, _>>()?;
+        timeout: Duration::from_secs(in_range("model.timeout_secs", &raw.timeout_secs, 1, 3600)?),
+    })
+}
 
+/// `[tools]`: roots, policy rules, the selection and its limits.
+fn resolve_tools(
+    raw: RawTools,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<ToolsConfig, ConfigError> {
     let mut roots = Vec::new();
-    for (i, root) in raw.tools.roots.iter().enumerate() {
+    for (i, root) in raw.roots.iter().enumerate() {
         let path = PathBuf::from(root.get_ref());
         if !path.is_absolute() {
             return Err(ConfigError::invalid(
@@ -580,7 +617,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     }
 
     let mut policy = Vec::new();
-    for (i, rule) in raw.tools.policy.iter().enumerate() {
+    for (i, rule) in raw.policy.iter().enumerate() {
         let key = |name: &str| format!("tools.policy[{i}].{name}");
         for (name, value) in [("id", &rule.id), ("tool", &rule.tool)] {
             if value.get_ref().trim().is_empty() {
@@ -610,83 +647,66 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         });
     }
 
-    let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
-    let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
-    let watch = resolve_watches(raw.watch, &at, &in_range)?;
-    let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
-    let email = match raw.email {
-        Some(email) => Some(crate::email::resolve(email, &at, &in_range)?),
-        None => None,
-    };
-    let senders = steward_events::SenderPolicy {
-        owner: raw.senders.owner,
-        trusted: raw.senders.trusted,
-        unknown: match raw.senders.unknown.as_ref().map(|u| u.get_ref().as_str()) {
+    Ok(ToolsConfig {
+        roots,
+        confirm_expiry: Duration::from_secs(in_range(
+            "tools.confirm_expiry_secs",
+            &raw.confirm_expiry_secs,
+            1,
+            30 * 86_400,
+        )?),
+        policy,
+        plan_mode: raw.plan_mode,
+        ledger_retention: retention_days(
+            "tools.ledger_retention_days",
+            &raw.ledger_retention_days,
+            &at,
+        )?,
+        http_allow_hosts: raw.http.allow_hosts,
+        profile: match raw.profile.get_ref().as_str() {
+            "minimal" => ToolProfile::Minimal,
+            "assistant" => ToolProfile::Assistant,
+            "coding" => ToolProfile::Coding,
+            "full" => ToolProfile::Full,
+            other => {
+                return Err(ConfigError::invalid(
+                    "tools.profile",
+                    at(raw.profile.span()),
+                    format!(
+                        "{other:?} is not a profile; expected \"minimal\", \"assistant\", \"coding\" or \"full\""
+                    ),
+                ));
+            }
+        },
+        allow: raw.allow,
+        deny: raw.deny,
+        defer_threshold_pct: in_range(
+            "tools.defer_threshold_pct",
+            &raw.defer_threshold_pct,
+            0,
+            100,
+        )? as u8,
+    })
+}
+
+/// `[senders]`.
+fn resolve_senders(
+    raw: RawSenders,
+    at: LineOf<'_>,
+) -> Result<steward_events::SenderPolicy, ConfigError> {
+    Ok(steward_events::SenderPolicy {
+        owner: raw.owner,
+        trusted: raw.trusted,
+        unknown: match raw.unknown.as_ref().map(|u| u.get_ref().as_str()) {
             None | Some("untrusted") => steward_events::Unknown::Untrusted,
             Some("reject") => steward_events::Unknown::Reject,
             Some(other) => {
                 return Err(ConfigError::invalid(
                     "senders.unknown",
-                    raw.senders.unknown.as_ref().and_then(|u| at(u.span())),
+                    raw.unknown.as_ref().and_then(|u| at(u.span())),
                     format!("{other:?}: expected \"untrusted\" or \"reject\""),
                 ));
             }
-        },
-    };
-    Ok(Config {
-        daemon,
-        inbox,
-        dispatcher,
-        trajectory,
-        lanes,
-        model,
-        urgency_rules,
-        mcp_servers,
-        cron,
-        watch,
-        http,
-        webhook_routes,
-        senders,
-        email,
-        tools: ToolsConfig {
-            roots,
-            confirm_expiry: Duration::from_secs(in_range(
-                "tools.confirm_expiry_secs",
-                &raw.tools.confirm_expiry_secs,
-                1,
-                30 * 86_400,
-            )?),
-            policy,
-            plan_mode: raw.tools.plan_mode,
-            ledger_retention: retention_days(
-                "tools.ledger_retention_days",
-                &raw.tools.ledger_retention_days,
-                &at,
-            )?,
-            http_allow_hosts: raw.tools.http.allow_hosts,
-            profile: match raw.tools.profile.get_ref().as_str() {
-                "minimal" => ToolProfile::Minimal,
-                "assistant" => ToolProfile::Assistant,
-                "coding" => ToolProfile::Coding,
-                "full" => ToolProfile::Full,
-                other => {
-                    return Err(ConfigError::invalid(
-                        "tools.profile",
-                        at(raw.tools.profile.span()),
-                        format!(
-                            "{other:?} is not a profile; expected \"minimal\", \"assistant\", \"coding\" or \"full\""
-                        ),
-                    ));
-                }
-            },
-            allow: raw.tools.allow,
-            deny: raw.tools.deny,
-            defer_threshold_pct: in_range(
-                "tools.defer_threshold_pct",
-                &raw.tools.defer_threshold_pct,
-                0,
-                100,
-            )? as u8,
         },
     })
 }

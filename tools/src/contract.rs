@@ -203,3 +203,15 @@ impl ToolContract {
         self
     }
 }
+
+/// What the model sees of a tool.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_guidance: Option<String>,
+    /// Deferred tools are shown to the model by name only.
+    pub tier: Tier,
+}

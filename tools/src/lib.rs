@@ -20,6 +20,7 @@ mod context;
 mod contract;
 mod error;
 pub mod files;
+mod handler;
 pub mod ledger;
 mod pipeline;
 pub mod policy;
@@ -30,9 +31,8 @@ pub mod selection;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel};
-pub use contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource};
+pub use contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource, ToolSpec};
 pub use error::ToolError;
+pub use handler::{Safety, ToolFuture, ToolHandler};
 pub use pipeline::{Authorization, ToolPipeline, is_untrusted};
-pub use registry::{
-    Deferral, Safety, ToolFuture, ToolHandler, ToolRegistry, ToolRegistryBuilder, ToolSpec,
-};
+pub use registry::{Deferral, ToolRegistry, ToolRegistryBuilder};

@@ -19,10 +19,11 @@ use crate::budget::{ResultBudget, size_of};
 use crate::confirm::PendingStore;
 use crate::context::ExecutionContext;
 use crate::contract::SideEffect;
+use crate::handler::Safety;
 use crate::ledger::{Begin, Ledger, args_hash, key_for};
 use crate::policy::{Decision, PolicyInput, PolicyRules, decide};
+use crate::registry::RegisteredTool;
 use crate::registry::ToolRegistry;
-use crate::registry::{RegisteredTool, Safety};
 
 /// Whether a result carries content from outside (a fetched page): it taints the step.
 pub fn is_untrusted(outcome: &ToolOutcome) -> bool {
@@ -33,7 +34,7 @@ pub fn is_untrusted(outcome: &ToolOutcome) -> bool {
 /// itself (see `builtin::tool_search`). A call that is not one stays as it is; a malformed
 /// one stays too, and fails `call_tool`'s own validation with the reason.
 fn resolve(call: &ToolCallRequest) -> std::borrow::Cow<'_, ToolCallRequest> {
-    match crate::builtin::unwrap_call_tool(&call.tool, &call.args) {
+    match crate::builtin::tool_search::unwrap_call_tool(&call.tool, &call.args) {
         Some((tool, args)) if tool != "call_tool" => std::borrow::Cow::Owned(ToolCallRequest {
             call_id: call.call_id.clone(),
             tool: tool.to_owned(),

@@ -9,66 +9,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
-use serde::Serialize;
 use serde_json::Value;
-use steward_events::ToolOutcome;
 
-use crate::builtin;
-use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, Tier, ToolContract, ToolSource};
+use crate::builtin::tool_search::{self, ToolFinder};
+use crate::contract::{Concurrency, Tier, ToolContract, ToolSource, ToolSpec};
 use crate::error::ToolError;
+use crate::handler::ToolHandler;
 use crate::search::{Query, SearchDoc, SearchIndex};
 use crate::selection::Selection;
-
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
-
-/// The code behind a tool. Arguments arrive already validated against the schema.
-pub trait ToolHandler: Send + Sync + 'static {
-    fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a>;
-
-    /// Consulted only for tools declared `Concurrency::FromArgs`.
-    fn concurrency_safe_for(&self, _args: &Value) -> bool {
-        false
-    }
-
-    /// For tools whose effect depends on the call (`http_request`: GET reads, POST acts):
-    /// the side effect and idempotency of this call, overriding the contract's.
-    fn effect_for(&self, _args: &Value) -> Option<(crate::contract::SideEffect, bool)> {
-        None
-    }
-
-    /// The safety check of this call (pipeline step 3), before policy. Most tools have
-    /// none; the shell tool classifies its command.
-    fn safety(&self, _args: &Value, _ctx: &ExecutionContext) -> Safety {
-        Safety::Allow
-    }
-}
-
-/// What a tool's own safety check says about one call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Safety {
-    Allow,
-    /// Needs the owner's confirmation, whatever the policy says (unless it denies).
-    Confirm(String),
-    /// Never runs and is never offered for confirmation.
-    Block(String),
-}
-
-/// What the model sees of a tool.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage_guidance: Option<String>,
-    /// Deferred tools are shown to the model by name only.
-    pub tier: Tier,
-}
 
 pub(crate) struct RegisteredTool {
     pub contract: ToolContract,
@@ -143,10 +93,10 @@ impl ToolRegistryBuilder {
     /// `tool_search` and `call_tool` added (every registry has them).
     pub fn build(self) -> Result<Arc<ToolRegistry>, ToolError> {
         let mut tools = BTreeMap::new();
-        let call_tool = builtin::tool_search::call_contract();
+        let call_tool = tool_search::call_contract();
         let entries = self.tools.into_iter().chain([(
             call_tool,
-            Arc::new(builtin::tool_search::CallTool) as Arc<dyn ToolHandler>,
+            Arc::new(tool_search::CallTool) as Arc<dyn ToolHandler>,
         )]);
         for (contract, handler) in entries {
             let tool = RegisteredTool::new(contract, handler)?;
@@ -155,7 +105,7 @@ impl ToolRegistryBuilder {
                 return Err(ToolError::DuplicateTool(name));
             }
         }
-        let search = builtin::tool_search::search_contract();
+        let search = tool_search::search_contract();
         let search_validator = compile_schema(&search)?;
         if tools.contains_key(&search.name) {
             return Err(ToolError::DuplicateTool(search.name));
@@ -182,7 +132,9 @@ impl ToolRegistryBuilder {
         Ok(Arc::new_cyclic(|registry| {
             let search = RegisteredTool {
                 contract: search,
-                handler: Arc::new(builtin::tool_search::ToolSearch(registry.clone())),
+                handler: Arc::new(tool_search::ToolSearch(
+                    registry.clone() as Weak<dyn ToolFinder>
+                )),
                 validator: search_validator,
             };
             tools.insert(search.contract.name.clone(), Arc::new(search));
@@ -464,7 +416,7 @@ impl ToolRegistry {
     /// Whether a call may share a batch with its neighbours. Unknown tools run alone (and
     /// fail there with a clear result); `call_tool` is as safe as the call it makes.
     pub fn is_concurrency_safe(&self, name: &str, args: &Value) -> bool {
-        if let Some((inner, inner_args)) = crate::builtin::unwrap_call_tool(name, args) {
+        if let Some((inner, inner_args)) = tool_search::unwrap_call_tool(name, args) {
             return self.is_concurrency_safe(inner, inner_args);
         }
         match self.get(name) {
@@ -511,4 +463,10 @@ fn edit_distance(a: &str, b: &str, cap: usize) -> usize {
         std::mem::swap(&mut previous, &mut current);
     }
     previous[b.len()].min(cap)
+}
+
+impl ToolFinder for ToolRegistry {
+    fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec> {
+        self.search(query, max_results, in_lane)
+    }
 }

@@ -7,7 +7,7 @@ use steward_events::ToolOutcome;
 use super::fs_write::{remember, write_atomically};
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
     ToolContract::write(

@@ -5,7 +5,7 @@ use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 const MAX_ENTRIES: usize = 1000;
 

@@ -7,7 +7,7 @@ use steward_events::ToolOutcome;
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
 use crate::files::FileStamp;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 const DEFAULT_LIMIT: u64 = 2000;
 /// Files larger than this are refused rather than read into memory whole.

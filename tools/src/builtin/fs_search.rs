@@ -10,7 +10,7 @@ use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
 const MAX_FILES_WALKED: usize = 100_000;

@@ -10,7 +10,7 @@ use steward_events::ToolOutcome;
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
 use crate::files::FileStamp;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
     ToolContract::write(

@@ -17,7 +17,7 @@ use steward_events::{ToolOutcome, ToolStatus};
 
 use crate::context::ExecutionContext;
 use crate::contract::{Concurrency, SideEffect, ToolContract};
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 const MAX_BODY_BYTES: usize = 1024 * 1024;
 const MAX_REDIRECTS: usize = 5;

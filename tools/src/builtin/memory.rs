@@ -9,7 +9,8 @@ use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
 use crate::contract::{SideEffect, ToolContract};
-use crate::registry::{ToolFuture, ToolHandler, ToolRegistryBuilder};
+use crate::handler::{ToolFuture, ToolHandler};
+use crate::registry::ToolRegistryBuilder;
 
 const MAX_VALUE_BYTES: usize = 64 * 1024;
 const MAX_LISTED: usize = 500;

@@ -7,7 +7,7 @@ use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
 use crate::contract::{Concurrency, ToolContract};
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
     ToolContract::write(

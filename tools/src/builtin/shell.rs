@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::registry::{Safety, ToolFuture, ToolHandler};
+use crate::handler::{Safety, ToolFuture, ToolHandler};
 use crate::safety::{CommandTier, ShellContext, classify_shell};
 
 const DEFAULT_TIMEOUT_SECS: u64 = 60;

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 
 /// A day: long enough for any test or reminder-style wait, short enough to catch typos.
 const MAX_SECS: f64 = 86_400.0;

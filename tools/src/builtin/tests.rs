@@ -8,7 +8,7 @@ use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
 use super::builtins;
-use crate::registry::{ToolFuture, ToolHandler};
+use crate::handler::{ToolFuture, ToolHandler};
 use crate::{
     Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolError, ToolPipeline,
 };

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, ToolContract};
-use crate::registry::{ToolFuture, ToolHandler, ToolRegistry};
-use crate::search::parse_query;
+use crate::contract::{Concurrency, ToolContract, ToolSpec};
+use crate::handler::{ToolFuture, ToolHandler};
+use crate::search::{Query, parse_query};
 
 const DEFAULT_RESULTS: u64 = 5;
 const MAX_RESULTS: u64 = 20;
@@ -76,8 +76,13 @@ pub fn unwrap_call_tool<'a>(tool: &str, args: &'a Value) -> Option<(&'a str, &'a
     Some((name, args.get("arguments").unwrap_or(&EMPTY)))
 }
 
+/// What `tool_search` searches: the registry it belongs to.
+pub(crate) trait ToolFinder: Send + Sync {
+    fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec>;
+}
+
 /// Searches the registry it belongs to (a weak link: the registry owns this handler).
-pub struct ToolSearch(pub Weak<ToolRegistry>);
+pub struct ToolSearch(pub(crate) Weak<dyn ToolFinder>);
 
 impl ToolHandler for ToolSearch {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
@@ -94,7 +99,7 @@ impl ToolHandler for ToolSearch {
                 .as_u64()
                 .unwrap_or(DEFAULT_RESULTS)
                 .min(MAX_RESULTS) as usize;
-            let found = registry.search(&query, max, !ctx.trajectory.is_main());
+            let found = registry.find(&query, max, !ctx.trajectory.is_main());
             if found.is_empty() {
                 return ToolOutcome::ok(json!({
                     "tools": [],
