@@ -117,81 +117,131 @@ fn dns_server(text: &str) -> Option<std::net::SocketAddr> {
     })
 }
 
+/// One server's keys (`email.{which}_host`, `_port`, `_tls`) and its defaults.
+struct ServerKeys<'a> {
+    which: &'a str,
+    host: &'a Spanned<String>,
+    port: &'a Option<Spanned<u64>>,
+    tls: &'a Option<Spanned<String>>,
+    default_tls: MailTls,
+    /// The default port for implicit TLS, STARTTLS and none.
+    ports: [u16; 3],
+}
+
+/// An IMAP or SMTP server, checked: plaintext only to a loopback host.
+fn mail_server(
+    keys: ServerKeys<'_>,
+    at: crate::spanned::LineOf<'_>,
+    in_range: crate::spanned::InRange<'_>,
+) -> Result<MailServer, ConfigError> {
+    let ServerKeys {
+        which,
+        host,
+        port,
+        tls,
+        default_tls,
+        ports,
+    } = keys;
+    let tls_mode = match tls.as_ref().map(|t| t.get_ref().as_str()) {
+        None => default_tls,
+        Some("implicit") => MailTls::Implicit,
+        Some("starttls") => MailTls::StartTls,
+        Some("none") => MailTls::None,
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                format!("email.{which}_tls"),
+                tls.as_ref().and_then(|t| at(t.span())),
+                format!("{other:?}: expected \"implicit\", \"starttls\" or \"none\""),
+            ));
+        }
+    };
+    if host.get_ref().trim().is_empty() {
+        return Err(ConfigError::invalid(
+            format!("email.{which}_host"),
+            at(host.span()),
+            "must not be empty",
+        ));
+    }
+    if tls_mode == MailTls::None && !is_loopback(host.get_ref()) {
+        return Err(ConfigError::invalid(
+            format!("email.{which}_tls"),
+            tls.as_ref().and_then(|t| at(t.span())),
+            format!(
+                "\"none\" is allowed only for a loopback host, not {:?}: the password would cross the network in the clear",
+                host.get_ref()
+            ),
+        ));
+    }
+    let port = match port {
+        Some(p) => in_range(&format!("email.{which}_port"), p, 1, 65_535)? as u16,
+        None => match tls_mode {
+            MailTls::Implicit => ports[0],
+            MailTls::StartTls => ports[1],
+            MailTls::None => ports[2],
+        },
+    };
+    Ok(MailServer {
+        host: host.get_ref().clone(),
+        port,
+        tls: tls_mode,
+    })
+}
+
+/// `email.dns_servers`, each IP:PORT or an IP (port 53).
+fn dns_servers(
+    servers: &[Spanned<String>],
+    at: crate::spanned::LineOf<'_>,
+) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+    servers
+        .iter()
+        .enumerate()
+        .map(|(index, server)| {
+            dns_server(server.get_ref()).ok_or_else(|| {
+                ConfigError::invalid(
+                    format!("email.dns_servers[{index}]"),
+                    at(server.span()),
+                    format!(
+                        "{:?} is not a DNS server address: expected IP:PORT (\"127.0.0.1:5353\") or an IP (port 53)",
+                        server.get_ref()
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+}
+
 pub(crate) fn resolve(
     raw: RawEmail,
     at: crate::spanned::LineOf<'_>,
     in_range: crate::spanned::InRange<'_>,
 ) -> Result<EmailConfig, ConfigError> {
-    let server = |which: &str,
-                  host: &Spanned<String>,
-                  port: &Option<Spanned<u64>>,
-                  tls: &Option<Spanned<String>>,
-                  default_tls: MailTls,
-                  ports: [u16; 3]|
-     -> Result<MailServer, ConfigError> {
-        let tls_mode = match tls.as_ref().map(|t| t.get_ref().as_str()) {
-            None => default_tls,
-            Some("implicit") => MailTls::Implicit,
-            Some("starttls") => MailTls::StartTls,
-            Some("none") => MailTls::None,
-            Some(other) => {
-                return Err(ConfigError::invalid(
-                    format!("email.{which}_tls"),
-                    tls.as_ref().and_then(|t| at(t.span())),
-                    format!("{other:?}: expected \"implicit\", \"starttls\" or \"none\""),
-                ));
-            }
-        };
-        if host.get_ref().trim().is_empty() {
-            return Err(ConfigError::invalid(
-                format!("email.{which}_host"),
-                at(host.span()),
-                "must not be empty",
-            ));
-        }
-        if tls_mode == MailTls::None && !is_loopback(host.get_ref()) {
-            return Err(ConfigError::invalid(
-                format!("email.{which}_tls"),
-                tls.as_ref().and_then(|t| at(t.span())),
-                format!(
-                    "\"none\" is allowed only for a loopback host, not {:?}: the password would cross the network in the clear",
-                    host.get_ref()
-                ),
-            ));
-        }
-        let port = match port {
-            Some(p) => in_range(&format!("email.{which}_port"), p, 1, 65_535)? as u16,
-            None => match tls_mode {
-                MailTls::Implicit => ports[0],
-                MailTls::StartTls => ports[1],
-                MailTls::None => ports[2],
-            },
-        };
-        Ok(MailServer {
-            host: host.get_ref().clone(),
-            port,
-            tls: tls_mode,
-        })
-    };
-    let imap = server(
-        "imap",
-        &raw.imap_host,
-        &raw.imap_port,
-        &raw.imap_tls,
-        MailTls::Implicit,
-        [993, 143, 143],
+    let imap = mail_server(
+        ServerKeys {
+            which: "imap",
+            host: &raw.imap_host,
+            port: &raw.imap_port,
+            tls: &raw.imap_tls,
+            default_tls: MailTls::Implicit,
+            ports: [993, 143, 143],
+        },
+        at,
+        in_range,
     )?;
     let smtp_host = raw
         .smtp_host
         .clone()
         .unwrap_or_else(|| raw.imap_host.clone());
-    let smtp = server(
-        "smtp",
-        &smtp_host,
-        &raw.smtp_port,
-        &raw.smtp_tls,
-        MailTls::StartTls,
-        [465, 587, 25],
+    let smtp = mail_server(
+        ServerKeys {
+            which: "smtp",
+            host: &smtp_host,
+            port: &raw.smtp_port,
+            tls: &raw.smtp_tls,
+            default_tls: MailTls::StartTls,
+            ports: [465, 587, 25],
+        },
+        at,
+        in_range,
     )?;
     let password = match (raw.password_env, raw.password_file) {
         (Some(var), None) => SecretSource::Env(var),
@@ -223,23 +273,7 @@ pub(crate) fn resolve(
             ));
         }
     };
-    let dns_servers = raw
-        .dns_servers
-        .iter()
-        .enumerate()
-        .map(|(index, server)| {
-            dns_server(server.get_ref()).ok_or_else(|| {
-                ConfigError::invalid(
-                    format!("email.dns_servers[{index}]"),
-                    at(server.span()),
-                    format!(
-                        "{:?} is not a DNS server address: expected IP:PORT (\"127.0.0.1:5353\") or an IP (port 53)",
-                        server.get_ref()
-                    ),
-                )
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let dns_servers = dns_servers(&raw.dns_servers, at)?;
     Ok(EmailConfig {
         imap,
         smtp,

@@ -15,41 +15,50 @@ use crate::raw::RawWatch;
 use crate::raw::{RawCronJob, RawMcpServer};
 use crate::{CronJobConfig, CronWhat, WatchConfig};
 
+/// The body limit of the server and of routes that set none.
+const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+/// `[http]` (its defaults when only webhook routes are configured).
+fn resolve_http_server(
+    raw: Option<&crate::raw::RawHttpServer>,
+    at: LineOf<'_>,
+    in_range: InRange<'_>,
+) -> Result<crate::HttpConfig, ConfigError> {
+    let listen = raw.and_then(|h| h.listen.as_ref());
+    let address = listen.map_or("127.0.0.1:8787".to_owned(), |l| l.get_ref().clone());
+    if address.parse::<std::net::SocketAddr>().is_err() {
+        return Err(ConfigError::invalid(
+            "http.listen",
+            listen.and_then(|l| at(l.span())),
+            format!("{address:?} is not host:port (an IP address, e.g. 127.0.0.1:8787)"),
+        ));
+    }
+    let max_body = match raw.and_then(|h| h.max_body_bytes.as_ref()) {
+        Some(bytes) => in_range("http.max_body_bytes", bytes, 1, 1 << 30)? as usize,
+        None => DEFAULT_MAX_BODY,
+    };
+    Ok(crate::HttpConfig {
+        listen: address,
+        max_body_bytes: max_body,
+        metrics_public: raw.is_some_and(|h| h.metrics_public),
+        request_timeout: Duration::from_secs(
+            match raw.and_then(|h| h.request_timeout_secs.as_ref()) {
+                Some(secs) => in_range("http.request_timeout_secs", secs, 1, 3600)?,
+                None => 30,
+            },
+        ),
+    })
+}
+
 fn resolve_http(
     http: Option<crate::raw::RawHttpServer>,
     routes: Vec<crate::raw::RawWebhookRoute>,
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<(Option<crate::HttpConfig>, Vec<crate::WebhookRouteConfig>), ConfigError> {
-    let default_body = 1024 * 1024;
     let server = match (&http, routes.is_empty()) {
         (None, true) => None,
-        (raw, _) => {
-            let listen = raw.as_ref().and_then(|h| h.listen.as_ref());
-            let address = listen.map_or("127.0.0.1:8787".to_owned(), |l| l.get_ref().clone());
-            if address.parse::<std::net::SocketAddr>().is_err() {
-                return Err(ConfigError::invalid(
-                    "http.listen",
-                    listen.and_then(|l| at(l.span())),
-                    format!("{address:?} is not host:port (an IP address, e.g. 127.0.0.1:8787)"),
-                ));
-            }
-            let max_body = match raw.as_ref().and_then(|h| h.max_body_bytes.as_ref()) {
-                Some(bytes) => in_range("http.max_body_bytes", bytes, 1, 1 << 30)? as usize,
-                None => default_body,
-            };
-            Some(crate::HttpConfig {
-                listen: address,
-                max_body_bytes: max_body,
-                metrics_public: raw.as_ref().is_some_and(|h| h.metrics_public),
-                request_timeout: Duration::from_secs(
-                    match raw.as_ref().and_then(|h| h.request_timeout_secs.as_ref()) {
-                        Some(secs) => in_range("http.request_timeout_secs", secs, 1, 3600)?,
-                        None => 30,
-                    },
-                ),
-            })
-        }
+        (raw, _) => Some(resolve_http_server(raw.as_ref(), at, in_range)?),
     };
     let mut resolved: Vec<crate::WebhookRouteConfig> = Vec::new();
     for (i, route) in routes.into_iter().enumerate() {
@@ -107,7 +116,9 @@ fn resolve_http(
         };
         let max_body = match &route.max_body_bytes {
             Some(bytes) => in_range(&key("max_body_bytes"), bytes, 1, 1 << 30)? as usize,
-            None => server.as_ref().map_or(default_body, |s| s.max_body_bytes),
+            None => server
+                .as_ref()
+                .map_or(DEFAULT_MAX_BODY, |s| s.max_body_bytes),
         };
         let rate = match &route.rate_per_min {
             Some(rate) => in_range(&key("rate_per_min"), rate, 1, 1_000_000)? as u32,

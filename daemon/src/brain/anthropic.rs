@@ -247,6 +247,68 @@ impl EventDecoder {
     }
 }
 
+impl EventDecoder {
+    /// `content_block_start`: a text block or a tool call begins at its index.
+    fn block_started(&mut self, value: &Value) -> Result<(), Failure> {
+        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let block = value.get("content_block").unwrap_or(&Value::Null);
+        let kind = match block["type"].as_str() {
+            Some("text") => {
+                self.answer
+                    .text
+                    .push_str(block["text"].as_str().unwrap_or(""));
+                StreamBlock::Text
+            }
+            Some("tool_use") => {
+                // The input streams as JSON fragments; a start that already carries
+                // a non-empty input (no deltas follow) keeps it.
+                let arguments = match &block["input"] {
+                    Value::Object(map) if !map.is_empty() => block["input"].to_string(),
+                    _ => String::new(),
+                };
+                self.answer.calls.push(PartialCall {
+                    id: block["id"].as_str().unwrap_or("").to_owned(),
+                    name: block["name"].as_str().unwrap_or("").to_owned(),
+                    arguments,
+                });
+                StreamBlock::ToolUse(self.answer.calls.len() - 1)
+            }
+            _ => StreamBlock::Other,
+        };
+        if index >= MAX_CALLS * 4 {
+            return Err(Failure::retry(format!(
+                "a content block index out of any reasonable range: {index}"
+            )));
+        }
+        if self.blocks.len() <= index {
+            self.blocks.resize_with(index + 1, || StreamBlock::Other);
+        }
+        if let Some(slot) = self.blocks.get_mut(index) {
+            *slot = kind;
+        }
+        Ok(())
+    }
+}
+
+/// An `error` event: final when the request itself is at fault, retried otherwise.
+fn stream_error(value: &Value) -> Failure {
+    let error_type = value.pointer("/error/type").and_then(Value::as_str);
+    let message = format!(
+        "the model reported an error: {}",
+        value.get("error").unwrap_or(&Value::Null)
+    );
+    match error_type {
+        Some(
+            "invalid_request_error"
+            | "authentication_error"
+            | "permission_error"
+            | "not_found_error"
+            | "request_too_large",
+        ) => Failure::Final(BrainError::Rejected(message)),
+        _ => Failure::retry(message),
+    }
+}
+
 impl StreamDecoder for EventDecoder {
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure> {
         let value = parse_chunk(event)?;
@@ -256,44 +318,7 @@ impl StreamDecoder for EventDecoder {
                 self.started = true;
                 self.usage = usage_of(value.pointer("/message/usage").unwrap_or(&Value::Null));
             }
-            "content_block_start" => {
-                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                let block = value.get("content_block").unwrap_or(&Value::Null);
-                let kind = match block["type"].as_str() {
-                    Some("text") => {
-                        self.answer
-                            .text
-                            .push_str(block["text"].as_str().unwrap_or(""));
-                        StreamBlock::Text
-                    }
-                    Some("tool_use") => {
-                        // The input streams as JSON fragments; a start that already carries
-                        // a non-empty input (no deltas follow) keeps it.
-                        let arguments = match &block["input"] {
-                            Value::Object(map) if !map.is_empty() => block["input"].to_string(),
-                            _ => String::new(),
-                        };
-                        self.answer.calls.push(PartialCall {
-                            id: block["id"].as_str().unwrap_or("").to_owned(),
-                            name: block["name"].as_str().unwrap_or("").to_owned(),
-                            arguments,
-                        });
-                        StreamBlock::ToolUse(self.answer.calls.len() - 1)
-                    }
-                    _ => StreamBlock::Other,
-                };
-                if index >= MAX_CALLS * 4 {
-                    return Err(Failure::retry(format!(
-                        "a content block index out of any reasonable range: {index}"
-                    )));
-                }
-                if self.blocks.len() <= index {
-                    self.blocks.resize_with(index + 1, || StreamBlock::Other);
-                }
-                if let Some(slot) = self.blocks.get_mut(index) {
-                    *slot = kind;
-                }
-            }
+            "content_block_start" => self.block_started(&value)?,
             "content_block_delta" => {
                 let delta = value.get("delta").unwrap_or(&Value::Null);
                 match (self.block(&value), delta["type"].as_str()) {
@@ -330,23 +355,7 @@ impl StreamDecoder for EventDecoder {
                 self.stopped = true;
                 return Ok(true);
             }
-            "error" => {
-                let error_type = value.pointer("/error/type").and_then(Value::as_str);
-                let message = format!(
-                    "the model reported an error: {}",
-                    value.get("error").unwrap_or(&Value::Null)
-                );
-                return Err(match error_type {
-                    Some(
-                        "invalid_request_error"
-                        | "authentication_error"
-                        | "permission_error"
-                        | "not_found_error"
-                        | "request_too_large",
-                    ) => Failure::Final(BrainError::Rejected(message)),
-                    _ => Failure::retry(message),
-                });
-            }
+            "error" => return Err(stream_error(&value)),
             // `ping`, `content_block_stop`, and event types added later.
             _ => {}
         }

@@ -426,6 +426,16 @@ pub fn main() -> ExitCode {
     {
         return tools_bench::run(tools, queries, *k, *json);
     }
+    let ctx = match context(&cli, config_path) {
+        Ok(ctx) => ctx,
+        Err(code) => return code,
+    };
+    dispatch(cli, ctx)
+}
+
+/// The configuration (or the embedded defaults) and the data dir a command runs with; the
+/// exit code when there are none.
+fn context(cli: &Cli, config_path: Option<PathBuf>) -> Result<Context, ExitCode> {
     // The default path may be absent (embedded defaults); a path the user named must exist.
     if let Some(named) = &cli.config
         && !named.exists()
@@ -434,7 +444,7 @@ pub fn main() -> ExitCode {
             "steward: config file {} does not exist (run `steward init --config {0}` to create it)",
             named.display()
         );
-        return ExitCode::from(EX_CONFIG);
+        return Err(ExitCode::from(EX_CONFIG));
     }
     let config = match config_path.as_deref().map(Config::load).transpose() {
         Ok(loaded) => loaded.flatten().unwrap_or_default(),
@@ -446,18 +456,22 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("steward: invalid configuration: {e}");
-            return ExitCode::from(EX_CONFIG);
+            return Err(ExitCode::from(EX_CONFIG));
         }
     };
     let Some(data_dir) = cli.data_dir.clone().or_else(paths::default_data_dir) else {
         eprintln!("steward: no data dir: set --data-dir, XDG_DATA_HOME or HOME");
-        return ExitCode::FAILURE;
+        return Err(ExitCode::FAILURE);
     };
-    let ctx = Context {
+    Ok(Context {
         config,
         config_path,
         data_dir,
-    };
+    })
+}
+
+/// Runs a command that needs the context.
+fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
     match cli.command {
         Command::Doctor { json } => {
             let paths = service_paths(
@@ -470,25 +484,7 @@ pub fn main() -> ExitCode {
             client_command(async { Ok(doctor::doctor(&ctx, paths, json).await) })
         }
         Command::Service { command } => {
-            let scope = match &command {
-                ServiceCommand::Install(args) | ServiceCommand::Uninstall(args) => {
-                    args.scope.scope()
-                }
-                ServiceCommand::Status(args) => args.scope(),
-            };
-            let paths = match service_paths(cli.config.as_ref(), cli.data_dir.as_ref(), &ctx, scope)
-            {
-                Ok(paths) => paths,
-                Err(e) => {
-                    eprintln!("steward: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match command {
-                ServiceCommand::Install(args) => service::install(scope, &paths, args.dry_run),
-                ServiceCommand::Uninstall(args) => service::uninstall(scope, &paths, args.dry_run),
-                ServiceCommand::Status(_) => service::status(scope, &paths),
-            }
+            service_command(cli.config.as_ref(), cli.data_dir.as_ref(), &ctx, command)
         }
         Command::Run { log_format } => {
             let format = match log_format {
@@ -524,16 +520,7 @@ pub fn main() -> ExitCode {
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
         Command::Token {
             command: TokenCommand::Show,
-        } => match std::fs::read_to_string(ctx.data_dir.join("api.token")) {
-            Ok(token) => {
-                output::out!("{}", token.trim());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("steward: no API token yet (it is made when the daemon starts): {e}");
-                ExitCode::FAILURE
-            }
-        },
+        } => show_token(&ctx),
         Command::Token {
             command: TokenCommand::Rotate,
         } => client_command(listing::rotate_token(&ctx)),
@@ -545,6 +532,45 @@ pub fn main() -> ExitCode {
             client_command(actions::confirm(&ctx, id, args, json))
         }
         Command::Deny { id, reason, json } => client_command(actions::deny(&ctx, id, reason, json)),
+    }
+}
+
+/// `steward service install|uninstall|status`.
+fn service_command(
+    config: Option<&PathBuf>,
+    data_dir: Option<&PathBuf>,
+    ctx: &Context,
+    command: ServiceCommand,
+) -> ExitCode {
+    let scope = match &command {
+        ServiceCommand::Install(args) | ServiceCommand::Uninstall(args) => args.scope.scope(),
+        ServiceCommand::Status(args) => args.scope(),
+    };
+    let paths = match service_paths(config, data_dir, ctx, scope) {
+        Ok(paths) => paths,
+        Err(e) => {
+            eprintln!("steward: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match command {
+        ServiceCommand::Install(args) => service::install(scope, &paths, args.dry_run),
+        ServiceCommand::Uninstall(args) => service::uninstall(scope, &paths, args.dry_run),
+        ServiceCommand::Status(_) => service::status(scope, &paths),
+    }
+}
+
+/// `steward token show`: read from the data dir, so it works with the daemon stopped.
+fn show_token(ctx: &Context) -> ExitCode {
+    match std::fs::read_to_string(ctx.data_dir.join("api.token")) {
+        Ok(token) => {
+            output::out!("{}", token.trim());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("steward: no API token yet (it is made when the daemon starts): {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -133,39 +133,9 @@ impl StepRunner {
             last_message,
             usage: step_usage,
         } = state;
-        let mut ctx = ExecutionContext {
-            files: self.files.clone(),
-            trajectory: trajectory.id().clone(),
-            origin_event: events.first().map(|e| e.id),
-            call_id: String::new(),
-            mode: self.mode,
-            // Taint: the least trusted event of the step decides for every call in it.
-            step_trust: events
-                .iter()
-                .map(|e| e.trust)
-                .max_by_key(|t| trust_rank(*t))
-                .unwrap_or(Trust::Owner),
-            idempotency_key: None,
-            owner: Arc::new(self.replies.clone()),
-            cancel: cancel.clone(),
-        };
+        let mut ctx = self.execution_context(trajectory, events, cancel);
         // Tool calls the events asked for directly run first, through the same pipeline.
-        let direct: Vec<ToolCallRequest> = events
-            .iter()
-            .filter_map(|e| match &e.payload {
-                Payload::ToolCall { tool, args, .. }
-                | Payload::Scheduled {
-                    action: Some(steward_events::ScheduledAction { tool, args }),
-                    ..
-                } => Some(ToolCallRequest {
-                    call_id: new_call_id(),
-                    tool: tool.clone(),
-                    args: args.clone(),
-                    origin: Some(e.id),
-                }),
-                _ => None,
-            })
-            .collect();
+        let direct = direct_calls(events);
         let mut last_round = if direct.is_empty() {
             Vec::new()
         } else {
@@ -216,19 +186,8 @@ impl StepRunner {
             }
             flush.wait().await?;
             for message in turn.messages {
-                let item = trajectory.append(
-                    step,
-                    ItemKind::Assistant {
-                        text: message.text.clone(),
-                        reply_to: message.reply_to.clone(),
-                    },
-                )?;
-                view.push(item);
                 *last_message = Some(message.text.clone());
-                self.replies.announce(Announcement::Reply {
-                    text: message.text,
-                    reply_to: message.reply_to,
-                });
+                self.say(trajectory, step, view, message.text, message.reply_to)?;
             }
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
@@ -246,6 +205,44 @@ impl StepRunner {
             self.max_model_calls
         );
         let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
+        self.say(trajectory, step, view, text, reply_to)?;
+        Ok(StepEnd::Completed)
+    }
+
+    /// What every call of the step runs with. Taint: the least trusted event of the step
+    /// decides for every call in it.
+    fn execution_context(
+        &self,
+        trajectory: &Trajectory,
+        events: &[Event],
+        cancel: &CancellationToken,
+    ) -> ExecutionContext {
+        ExecutionContext {
+            files: self.files.clone(),
+            trajectory: trajectory.id().clone(),
+            origin_event: events.first().map(|e| e.id),
+            call_id: String::new(),
+            mode: self.mode,
+            step_trust: events
+                .iter()
+                .map(|e| e.trust)
+                .max_by_key(|t| trust_rank(*t))
+                .unwrap_or(Trust::Owner),
+            idempotency_key: None,
+            owner: Arc::new(self.replies.clone()),
+            cancel: cancel.clone(),
+        }
+    }
+
+    /// Records an answer in the trajectory and announces it to whoever waits.
+    fn say(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        view: &mut ContextView,
+        text: String,
+        reply_to: Vec<steward_events::EventId>,
+    ) -> Result<(), StepError> {
         view.push(trajectory.append(
             step,
             ItemKind::Assistant {
@@ -255,8 +252,28 @@ impl StepRunner {
         )?);
         self.replies
             .announce(Announcement::Reply { text, reply_to });
-        Ok(StepEnd::Completed)
+        Ok(())
     }
+}
+
+/// The tool calls the events ask for directly (`steward tools call`, a job's `action`).
+fn direct_calls(events: &[Event]) -> Vec<ToolCallRequest> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Payload::ToolCall { tool, args, .. }
+            | Payload::Scheduled {
+                action: Some(steward_events::ScheduledAction { tool, args }),
+                ..
+            } => Some(ToolCallRequest {
+                call_id: new_call_id(),
+                tool: tool.clone(),
+                args: args.clone(),
+                origin: Some(e.id),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 impl StepRunner {

@@ -32,93 +32,18 @@ const SKIPPED_KEYWORDS: [&str; 12] = [
 ];
 
 pub fn parse(source: &str) -> Result<Script, LexError> {
-    let tokens = lex(source)?;
-    let mut script = Script::default();
-    let mut current = SimpleCommand::default();
-    let mut pipeline = 0;
-    let mut position = 0;
-    // (function name, brace depth at which its body closes)
-    let mut functions: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
-    let mut tokens = tokens.into_iter().peekable();
-
-    let finish = |script: &mut Script,
-                  current: &mut SimpleCommand,
-                  pipeline: usize,
-                  position: usize,
-                  functions: &[(String, usize)]| {
-        if !current.argv.is_empty()
-            || !current.redirects.is_empty()
-            || !current.assignments.is_empty()
-        {
-            let mut done = std::mem::take(current);
-            done.pipeline = pipeline;
-            done.position = position;
-            done.in_function = functions.last().map(|(name, _)| name.clone());
-            script.commands.push(done);
-        }
-    };
-
+    let mut tokens = lex(source)?.into_iter().peekable();
+    let mut walk = Walk::default();
     while let Some(token) = tokens.next() {
         match token {
-            Token::Word(word) => {
-                script
-                    .substitutions
-                    .extend(word.substitutions.iter().cloned());
-                let at_start = current.argv.is_empty();
-                if at_start && current.assignments.is_empty() && !word.dynamic {
-                    if word.text == "{" {
-                        depth += 1;
-                        continue;
-                    }
-                    if word.text == "}" {
-                        if functions.last().is_some_and(|(_, d)| *d == depth) {
-                            functions.pop();
-                        }
-                        depth = depth.saturating_sub(1);
-                        continue;
-                    }
-                    if SKIPPED_KEYWORDS.contains(&word.text.as_str()) {
-                        continue;
-                    }
-                    if word.text == "case" {
-                        return Err(LexError("`case` is not supported".into()));
-                    }
-                    if word.text == "for" || word.text == "select" {
-                        // `for NAME [in WORDS…]` up to the separator; the words may hold
-                        // substitutions.
-                        while let Some(Token::Word(w)) = tokens.peek() {
-                            script.substitutions.extend(w.substitutions.iter().cloned());
-                            tokens.next();
-                        }
-                        continue;
-                    }
-                    // `name() { …; }` — a function definition.
-                    if tokens.peek() == Some(&Token::Op("(")) {
-                        tokens.next();
-                        if tokens.next() != Some(Token::Op(")")) {
-                            return Err(LexError(format!("unexpected `(` after `{}`", word.text)));
-                        }
-                        while tokens.peek() == Some(&Token::Op("\n")) {
-                            tokens.next();
-                        }
-                        functions.push((word.text.clone(), depth + 1));
-                        continue;
-                    }
-                }
-                if at_start && is_assignment(&word) {
-                    current.assignments.push(word);
-                } else {
-                    current.argv.push(word);
-                }
-            }
+            Token::Word(word) => walk.word(word, &mut tokens)?,
             Token::Redirect(op) => {
                 let target = if op.ends_with("<<") || op.ends_with("<<-") {
                     Word::default()
                 } else {
                     match tokens.next() {
                         Some(Token::Word(word)) => {
-                            script
+                            walk.script
                                 .substitutions
                                 .extend(word.substitutions.iter().cloned());
                             word
@@ -126,24 +51,115 @@ pub fn parse(source: &str) -> Result<Script, LexError> {
                         _ => return Err(LexError(format!("`{op}` needs a target"))),
                     }
                 };
-                current.redirects.push((op, target));
+                walk.current.redirects.push((op, target));
             }
-            Token::HereDoc(substitutions) => script.substitutions.extend(substitutions),
+            Token::HereDoc(substitutions) => walk.script.substitutions.extend(substitutions),
             Token::Op(op) => {
-                finish(&mut script, &mut current, pipeline, position, &functions);
+                walk.finish();
                 match op {
-                    "|" | "|&" => position += 1,
+                    "|" | "|&" => walk.position += 1,
                     "(" | ")" => {}
                     _ => {
-                        pipeline += 1;
-                        position = 0;
+                        walk.pipeline += 1;
+                        walk.position = 0;
                     }
                 }
             }
         }
     }
-    finish(&mut script, &mut current, pipeline, position, &functions);
-    Ok(script)
+    walk.finish();
+    Ok(walk.script)
+}
+
+type Tokens = std::iter::Peekable<std::vec::IntoIter<Token>>;
+
+/// Where [`parse`] is in the token stream: the script so far and the command being read.
+#[derive(Default)]
+struct Walk {
+    script: Script,
+    current: SimpleCommand,
+    pipeline: usize,
+    position: usize,
+    /// (function name, brace depth at which its body closes)
+    functions: Vec<(String, usize)>,
+    depth: usize,
+}
+
+impl Walk {
+    /// Ends the command being read, if it has anything.
+    fn finish(&mut self) {
+        let current = &mut self.current;
+        if !current.argv.is_empty()
+            || !current.redirects.is_empty()
+            || !current.assignments.is_empty()
+        {
+            let mut done = std::mem::take(current);
+            done.pipeline = self.pipeline;
+            done.position = self.position;
+            done.in_function = self.functions.last().map(|(name, _)| name.clone());
+            self.script.commands.push(done);
+        }
+    }
+
+    /// A word: a keyword or brace at a command's start, a function definition, an
+    /// assignment, or an argument.
+    fn word(&mut self, word: Word, tokens: &mut Tokens) -> Result<(), LexError> {
+        self.script
+            .substitutions
+            .extend(word.substitutions.iter().cloned());
+        let at_start = self.current.argv.is_empty();
+        if at_start
+            && self.current.assignments.is_empty()
+            && !word.dynamic
+            && self.structure(&word, tokens)?
+        {
+            return Ok(());
+        }
+        if at_start && is_assignment(&word) {
+            self.current.assignments.push(word);
+        } else {
+            self.current.argv.push(word);
+        }
+        Ok(())
+    }
+
+    /// Handles a word at a command's start that is structure, not a command; whether it was.
+    fn structure(&mut self, word: &Word, tokens: &mut Tokens) -> Result<bool, LexError> {
+        match word.text.as_str() {
+            "{" => self.depth += 1,
+            "}" => {
+                if self.functions.last().is_some_and(|(_, d)| *d == self.depth) {
+                    self.functions.pop();
+                }
+                self.depth = self.depth.saturating_sub(1);
+            }
+            text if SKIPPED_KEYWORDS.contains(&text) => {}
+            "case" => return Err(LexError("`case` is not supported".into())),
+            "for" | "select" => {
+                // `for NAME [in WORDS…]` up to the separator; the words may hold
+                // substitutions.
+                while let Some(Token::Word(w)) = tokens.peek() {
+                    self.script
+                        .substitutions
+                        .extend(w.substitutions.iter().cloned());
+                    tokens.next();
+                }
+            }
+            // `name() { …; }` — a function definition.
+            _ if tokens.peek() == Some(&Token::Op("(")) => {
+                tokens.next();
+                if tokens.next() != Some(Token::Op(")")) {
+                    return Err(LexError(format!("unexpected `(` after `{}`", word.text)));
+                }
+                while tokens.peek() == Some(&Token::Op("\n")) {
+                    tokens.next();
+                }
+                self.functions.push((word.text.clone(), self.depth + 1));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
 }
 
 fn is_assignment(word: &Word) -> bool {

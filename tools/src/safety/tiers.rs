@@ -236,6 +236,56 @@ impl Analysis<'_> {
         if INTERPRETERS.contains(&name) {
             return self.interpreter(name, args);
         }
+        if self.runs_other_code(name, args, depth) || self.changes_the_system(name, args) {
+            return;
+        }
+        match name {
+            "rm" => self.rm(args, unknown_args),
+            "chmod" | "chown" | "chgrp" => self.permissions(name, args),
+            "dd" => self.dd(args),
+            "git" => self.git(args),
+            "find" => self.find(args, depth),
+            "tee" => {
+                for target in operands(args) {
+                    self.write_target(target);
+                }
+            }
+            "cp" | "mv" | "install" => {
+                let targets = operands(args);
+                if let Some(dir) = option_value(args, "-t", "--target-directory") {
+                    self.write_target(&dir);
+                } else if targets.len() >= 2 {
+                    self.write_target(targets[targets.len() - 1]);
+                }
+            }
+            "ln" => self.ln(args),
+            "sed"
+                if args
+                    .iter()
+                    .any(|a| a.text.starts_with("-i") || a.text.starts_with("--in-place")) =>
+            {
+                let files = operands(args);
+                let has_script_option = args.iter().any(|a| a.text == "-e" || a.text == "-f");
+                for file in files.iter().skip(usize::from(!has_script_option)) {
+                    self.write_target(file);
+                }
+            }
+            "touch" | "mkdir" => {
+                for target in operands(args) {
+                    self.write_target(target);
+                }
+            }
+            "curl" => self.output_options(args, &["-o", "--output"], &["--output="]),
+            "wget" => {
+                self.output_options(args, &["-O", "--output-document"], &["--output-document="])
+            }
+            _ => self.packages(name, args),
+        }
+    }
+
+    /// Programs that run other code (a string, a remote shell, a helper program); whether
+    /// `name` was one.
+    fn runs_other_code(&mut self, name: &str, args: &[Word], depth: usize) -> bool {
         match name {
             "eval" => {
                 if args.iter().any(|a| a.dynamic) {
@@ -262,11 +312,6 @@ impl Analysis<'_> {
                     self.command_string(command, depth);
                 }
             }
-            "rm" => self.rm(args, unknown_args),
-            "chmod" | "chown" | "chgrp" => self.permissions(name, args),
-            "dd" => self.dd(args),
-            "git" => self.git(args),
-            "find" => self.find(args, depth),
             "awk" | "gawk" | "mawk" | "nawk" => {
                 let program = operands(args)
                     .first()
@@ -325,6 +370,15 @@ impl Analysis<'_> {
                 }
             }
             "ssh" => self.raise(Dangerous, "runs commands on a remote host"),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Programs that destroy disks, stop the machine or change its configuration; whether
+    /// `name` was one.
+    fn changes_the_system(&mut self, name: &str, args: &[Word]) -> bool {
+        match name {
             "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
             | "gdisk" | "sgdisk" | "blkdiscard" => {
                 self.raise(
@@ -400,42 +454,9 @@ impl Analysis<'_> {
             "sysctl" if args.iter().any(|a| a.text == "-w" || a.text.contains('=')) => {
                 self.raise(Dangerous, "sysctl changes kernel settings");
             }
-            "tee" => {
-                for target in operands(args) {
-                    self.write_target(target);
-                }
-            }
-            "cp" | "mv" | "install" => {
-                let targets = operands(args);
-                if let Some(dir) = option_value(args, "-t", "--target-directory") {
-                    self.write_target(&dir);
-                } else if targets.len() >= 2 {
-                    self.write_target(targets[targets.len() - 1]);
-                }
-            }
-            "ln" => self.ln(args),
-            "sed"
-                if args
-                    .iter()
-                    .any(|a| a.text.starts_with("-i") || a.text.starts_with("--in-place")) =>
-            {
-                let files = operands(args);
-                let has_script_option = args.iter().any(|a| a.text == "-e" || a.text == "-f");
-                for file in files.iter().skip(usize::from(!has_script_option)) {
-                    self.write_target(file);
-                }
-            }
-            "touch" | "mkdir" => {
-                for target in operands(args) {
-                    self.write_target(target);
-                }
-            }
-            "curl" => self.output_options(args, &["-o", "--output"], &["--output="]),
-            "wget" => {
-                self.output_options(args, &["-O", "--output-document"], &["--output-document="])
-            }
-            _ => self.packages(name, args),
+            _ => return false,
         }
+        true
     }
 
     fn wrapper(&mut self, name: &str, args: &[Word], depth: usize, unknown_args: bool) {
@@ -700,43 +721,7 @@ impl Analysis<'_> {
     }
 
     fn git(&mut self, args: &[Word]) {
-        let mut i = 0;
-        while let Some(arg) = args.get(i) {
-            match arg.text.as_str() {
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" => i += 2,
-                "-c" => {
-                    if let Some(setting) = args.get(i + 1) {
-                        let key = setting
-                            .text
-                            .split('=')
-                            .next()
-                            .unwrap_or("")
-                            .to_ascii_lowercase();
-                        if [
-                            "core.hookspath",
-                            "core.pager",
-                            "core.editor",
-                            "core.sshcommand",
-                            "core.fsmonitor",
-                            "core.askpass",
-                            "credential.helper",
-                            "diff.external",
-                        ]
-                        .contains(&key.as_str())
-                            || key.starts_with("alias.")
-                        {
-                            self.raise(
-                                Dangerous,
-                                format!("git -c {key} runs a program given on the command line"),
-                            );
-                        }
-                    }
-                    i += 2;
-                }
-                a if a.starts_with('-') => i += 1,
-                _ => break,
-            }
-        }
+        let i = self.git_global_options(args);
         let Some(sub) = args.get(i) else { return };
         let rest = &args[i + 1..];
         let has = |flags: &[&str]| {
@@ -831,6 +816,49 @@ impl Analysis<'_> {
             }
             _ => {}
         }
+    }
+
+    /// Walks git's options before the subcommand (a `-c` setting may name a program git
+    /// will run); the index of the subcommand.
+    fn git_global_options(&mut self, args: &[Word]) -> usize {
+        let mut i = 0;
+        while let Some(arg) = args.get(i) {
+            match arg.text.as_str() {
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" => i += 2,
+                "-c" => {
+                    if let Some(setting) = args.get(i + 1) {
+                        let key = setting
+                            .text
+                            .split('=')
+                            .next()
+                            .unwrap_or("")
+                            .to_ascii_lowercase();
+                        if [
+                            "core.hookspath",
+                            "core.pager",
+                            "core.editor",
+                            "core.sshcommand",
+                            "core.fsmonitor",
+                            "core.askpass",
+                            "credential.helper",
+                            "diff.external",
+                        ]
+                        .contains(&key.as_str())
+                            || key.starts_with("alias.")
+                        {
+                            self.raise(
+                                Dangerous,
+                                format!("git -c {key} runs a program given on the command line"),
+                            );
+                        }
+                    }
+                    i += 2;
+                }
+                a if a.starts_with('-') => i += 1,
+                _ => break,
+            }
+        }
+        i
     }
 
     fn packages(&mut self, name: &str, args: &[Word]) {
