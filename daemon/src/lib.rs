@@ -6,24 +6,24 @@
 //! ([`daemon`]).
 //! The `steward` binary is a thin CLI over this library.
 
-pub mod brain;
+pub(crate) mod brain;
 pub mod channels;
 pub mod cli;
-pub mod confirmations;
+pub(crate) mod confirmations;
 pub mod core;
-pub mod daemon;
-pub mod disk;
-pub mod dispatcher;
-pub mod faults;
-pub mod instance_lock;
-pub mod logging;
+pub(crate) mod daemon;
+pub(crate) mod disk;
+pub(crate) mod dispatcher;
+pub(crate) mod faults;
+pub(crate) mod instance_lock;
+pub(crate) mod logging;
 pub mod mcp;
 pub mod notify;
 pub mod owner;
-pub mod paths;
-pub mod reload;
-pub mod replies;
-pub mod retention;
-pub mod status;
+pub(crate) mod paths;
+pub(crate) mod reload;
+pub(crate) mod replies;
+pub(crate) mod retention;
+pub(crate) mod status;
 pub mod store;
-pub mod supervisor;
+pub(crate) mod supervisor;

@@ -89,7 +89,7 @@ impl Retention {
     }
 
     /// One purge of every store; failures are logged, never fatal.
-    pub fn purge_once(&self) {
+    fn purge_once(&self) {
         report("inbox: settled events", self.inbox.purge(Utc::now()));
         if let Some(ledger) = &self.ledger {
             report(
@@ -118,7 +118,7 @@ fn report<E: std::fmt::Display>(what: &str, result: Result<usize, E>) {
 }
 
 /// A quarter of the shortest retention, at least 15 s and at most an hour.
-pub fn purge_period(retentions: impl IntoIterator<Item = Duration>) -> Duration {
+fn purge_period(retentions: impl IntoIterator<Item = Duration>) -> Duration {
     const MIN: Duration = Duration::from_secs(15);
     const MAX: Duration = Duration::from_secs(3600);
     retentions

@@ -14,7 +14,7 @@ use steward_events::{Event, Payload, Source, ToolCallRequest, ToolOutcome, ToolS
 use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
 use crate::status::StatusBoard;
 
-pub const NO_MODEL_REPLY: &str = "No model is configured ([model] provider = \"none\"), so I can only run commands. Send /help to see them.";
+const NO_MODEL_REPLY: &str = "No model is configured ([model] provider = \"none\"), so I can only run commands. Send /help to see them.";
 
 const HELP: &str = "Commands:\n  /help                 this text\n  /status               what the daemon is doing\n  /tool NAME {json}     run a tool, e.g. /tool echo {\"text\":\"hi\"} or /tool sleep {\"secs\":5}\nConfigure [model] in the config file to talk to an LLM.";
 

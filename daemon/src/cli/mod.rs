@@ -24,7 +24,7 @@ use crate::paths;
 use steward_protocol::client::ClientError;
 
 pub const EX_CONFIG: u8 = 78;
-pub const EX_UNAVAILABLE: u8 = 69;
+const EX_UNAVAILABLE: u8 = 69;
 pub const EX_TEMPFAIL: u8 = 75;
 
 #[derive(Debug, Parser)]
@@ -33,7 +33,7 @@ pub const EX_TEMPFAIL: u8 = 75;
     version,
     about = "A personal assistant that lives in a daemon"
 )]
-pub struct Cli {
+struct Cli {
     /// Config file [default: $XDG_CONFIG_HOME/steward/config.toml]
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -133,7 +133,7 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TokenCommand {
+enum TokenCommand {
     /// Print it (from the data dir; no daemon needed)
     Show,
     /// Replace it (through the daemon; the old one stops working at once) and print it
@@ -141,7 +141,7 @@ pub enum TokenCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum WatchCommandArgs {
+enum WatchCommandArgs {
     /// The watches (from the config and made at run time) and their state
     List {
         #[arg(long)]

@@ -20,9 +20,9 @@ use steward_tools::ToolSpec;
 
 /// Compaction starts when the estimated prompt passes this share of the budget, leaving
 /// room for the next round's results.
-pub const COMPACT_AT: f64 = 0.85;
+const COMPACT_AT: f64 = 0.85;
 /// The newest items kept verbatim after a compaction, as a share of the budget.
-pub const KEEP: f64 = 0.4;
+const KEEP: f64 = 0.4;
 
 /// Tokens per byte, learned from the provider's usage reports.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ impl TokenEstimator {
         (bytes as f64 * self.ratio()).ceil() as u64
     }
 
-    pub fn ratio(&self) -> f64 {
+    fn ratio(&self) -> f64 {
         *self
             .tokens_per_byte
             .lock()
@@ -65,7 +65,7 @@ impl TokenEstimator {
 }
 
 /// Roughly the bytes an item takes once rendered for a model.
-pub fn item_bytes(item: &TrajectoryItem) -> usize {
+fn item_bytes(item: &TrajectoryItem) -> usize {
     // Role markers, headers and JSON punctuation around each item.
     const FRAME: usize = 48;
     FRAME
@@ -113,7 +113,7 @@ fn fixed_bytes(tools: &[ToolSpec]) -> usize {
 /// Where to cut the view for compaction, or `None` when it fits (or nothing older than the
 /// newest item is left to compact). `sizes` are the items' token estimates, `results` marks
 /// tool results, `fixed` is the prompt's constant part (system text and tools).
-pub fn compaction_cut(sizes: &[u64], results: &[bool], fixed: u64, budget: u64) -> Option<usize> {
+fn compaction_cut(sizes: &[u64], results: &[bool], fixed: u64, budget: u64) -> Option<usize> {
     let total: u64 = fixed + sizes.iter().sum::<u64>();
     if (total as f64) <= budget as f64 * COMPACT_AT {
         return None;

@@ -26,7 +26,7 @@ use tracing::{debug, warn};
 use crate::brain::sse::SseParser;
 
 /// The protocol revision Steward speaks.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+const PROTOCOL_VERSION: &str = "2025-06-18";
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {

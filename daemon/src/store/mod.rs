@@ -54,7 +54,7 @@ pub(crate) mod keys {
     /// `d` + dedupe key → `DedupeEntry`
     pub const DEDUPE: u8 = b'd';
     /// `t` + seq → main trajectory item
-    pub const MAIN: u8 = b't';
+    const MAIN: u8 = b't';
     /// `l` + origin event id + seq → lane trajectory item
     pub const LANE: u8 = b'l';
     /// Every arrival up to this one is in a terminal state (a lower bound: only ever behind).

@@ -14,9 +14,9 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types};
 
 /// Connecting, TLS and login together may take at most this long.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// One IMAP command (outside IDLE) may take at most this long.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A byte stream an IMAP session runs over: plain TCP (loopback) or TLS.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + Debug {}

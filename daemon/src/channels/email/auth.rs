@@ -223,7 +223,7 @@ fn unchecked_signatures(message: &AuthenticatedMessage<'_>) -> Option<String> {
 
 /// Verifies the DKIM signatures of a message (with whatever DNS caches `params` carry) and
 /// reports an aligned pass.
-pub async fn dkim_aligned<'x, TXT, MXX, IPV4, IPV6, PTR>(
+async fn dkim_aligned<'x, TXT, MXX, IPV4, IPV6, PTR>(
     authenticator: &MessageAuthenticator,
     params: Parameters<'x, &'x AuthenticatedMessage<'x>, TXT, MXX, IPV4, IPV6, PTR>,
     from_domain: &str,

@@ -40,7 +40,7 @@ use crate::channels::ChannelHealth;
 use crate::channels::context::{ChannelContext, Down};
 
 /// How long one IDLE lasts before it is re-issued (RFC 2177: servers may drop it at 30 min).
-pub const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
+const IDLE_RENEW: Duration = Duration::from_secs(25 * 60);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Bodies fetched in one command, at most (by the server's sizes).
 const FETCH_CHUNK_BYTES: u64 = 4 * 1024 * 1024;

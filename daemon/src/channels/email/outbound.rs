@@ -100,7 +100,7 @@ impl std::fmt::Debug for Mailer {
 /// one. Any subject is fine: the prefix test looks at characters, not bytes (`Grüße`,
 /// `Привет` and `🎉` start with multi-byte characters), and control characters (a folded
 /// or hostile subject) become spaces.
-pub fn reply_subject(subject: &str) -> String {
+fn reply_subject(subject: &str) -> String {
     let cleaned: String = subject
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -13,9 +13,9 @@ use sha2::{Digest, Sha256};
 
 /// A header section larger than this is refused (no legitimate mail needs it; it is where
 /// parsers get slow and logs get flooded).
-pub const MAX_HEADER_BYTES: usize = 256 * 1024;
+const MAX_HEADER_BYTES: usize = 256 * 1024;
 /// The body text kept in the event; the rest is cut with a note.
-pub const MAX_BODY_TEXT: usize = 64 * 1024;
+const MAX_BODY_TEXT: usize = 64 * 1024;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedMail {

@@ -44,7 +44,7 @@ enum NearWeekday {
 }
 
 /// Why an expression is not a cron expression.
-pub type CronError = String;
+type CronError = String;
 
 struct Field {
     name: &'static str,
@@ -138,7 +138,7 @@ impl CronExpr {
     }
 
     /// The first occurrence in `zone` at or after `from` (`inclusive`) or strictly after.
-    pub fn next_local(
+    fn next_local(
         &self,
         from: &DateTime<Tz>,
         inclusive: bool,

@@ -41,7 +41,7 @@ use jobs::{Job, JobStore};
 use schedule::catch_up;
 
 /// Occurrences looked at per job when catching up after a stop.
-pub const MAX_CATCH_UP: usize = 1000;
+const MAX_CATCH_UP: usize = 1000;
 /// The loop wakes at least this often (a changed clock, jobs changed by hand).
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
@@ -239,7 +239,7 @@ fn next_occurrence(job: &Job) -> Option<DateTime<Utc>> {
 }
 
 /// The dedupe key that claims an occurrence.
-pub fn occurrence_key(job: &str, at: DateTime<Utc>) -> String {
+fn occurrence_key(job: &str, at: DateTime<Utc>) -> String {
     format!(
         "cron:{job}:{}",
         at.to_rfc3339_opts(SecondsFormat::Millis, true)

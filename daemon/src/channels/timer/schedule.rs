@@ -92,7 +92,7 @@ pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, Schedu
 }
 
 /// `90s`, `20m`, `2h`, `1d`.
-pub fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
+fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
     let bad = || ScheduleError::Duration(text.to_owned());
     let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (number, unit) = text.split_at(split);
