@@ -35,8 +35,10 @@ pub enum Answer {
     Ran(PendingAction),
     /// Recorded as denied.
     Denied(PendingAction),
-    /// Nothing done: why (already answered, expired, unknown id, edited args refused…).
+    /// Nothing done: why (already answered, expired, edited args refused…).
     Refused(String),
+    /// No pending action has that id.
+    Unknown(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +62,7 @@ impl Confirmations {
         let action = match self.pending.get(id) {
             Ok(action) => action,
             Err(PendingError::NotFound(_)) => {
-                return Ok(Answer::Refused(format!("no pending action {id}")));
+                return Ok(Answer::Unknown(format!("no pending action {id}")));
             }
             Err(e) => return Err(e.into()),
         };
@@ -156,7 +158,7 @@ impl Confirmations {
         }) {
             Ok(answered) => answered,
             Err(PendingError::NotFound(_)) => {
-                return Ok(Answer::Refused(format!("no pending action {id}")));
+                return Ok(Answer::Unknown(format!("no pending action {id}")));
             }
             Err(e) => return Err(e.into()),
         };

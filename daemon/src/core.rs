@@ -1,7 +1,7 @@
 //! The daemon's parts, built from a configuration and wired together ([`Core`]): the inbox,
 //! the main trajectory, the status board, the tool registry and pipeline, confirmations, the
 //! scheduler, the watch set and the dispatcher — everything but running it, which is
-//! [`crate::daemon`]'s. `steward config check` builds them on a throwaway data dir, so a
+//! `crate::daemon`'s. `steward config check` builds them on a throwaway data dir, so a
 //! configuration the daemon would refuse at start is refused there too, with the same key.
 
 use std::collections::BTreeMap;
@@ -66,11 +66,12 @@ fn registry(
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
-    email: Option<&crate::channels::email::EmailHandle>,
+    #[cfg(feature = "email")] email: Option<&crate::channels::email::EmailHandle>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
     let builder = crate::channels::timer::tools::register(builder, scheduler);
+    #[cfg(feature = "email")]
     let builder = match email {
         Some(handle) => crate::channels::email::tools::register(builder, handle),
         None => builder,
@@ -124,6 +125,35 @@ pub struct ConfigProblem {
     pub(crate) message: String,
 }
 
+/// Refuses a section this build cannot serve (a cargo feature left out), naming it.
+pub(crate) fn check_features(config: &Config) -> Result<(), ConfigProblem> {
+    let missing = |key: &str, feature: &str| ConfigProblem {
+        key: key.to_owned(),
+        message: format!("this steward was built without the `{feature}` feature"),
+    };
+    if !cfg!(feature = "email") && config.email.is_some() {
+        return Err(missing("email", "email"));
+    }
+    if !cfg!(feature = "mcp") && !config.mcp_servers.is_empty() {
+        return Err(missing("mcp.servers", "mcp"));
+    }
+    if !cfg!(feature = "http") && (config.http.is_some() || !config.webhook_routes.is_empty()) {
+        return Err(missing("http", "http"));
+    }
+    Ok(())
+}
+
+/// Reads every webhook route's secret: a missing one is a problem naming the route.
+pub(crate) fn read_route_secrets(config: &Config) -> Result<(), ConfigProblem> {
+    for (index, route) in config.webhook_routes.iter().enumerate() {
+        route.secret.read().map_err(|message| ConfigProblem {
+            key: format!("webhook.routes[{index}].secret_env"),
+            message,
+        })?;
+    }
+    Ok(())
+}
+
 /// `steward config check`: everything the daemon checks when it starts, beyond the file's
 /// own validation — schedules and time zones, the tool selection, roots, secrets, the email
 /// account — by building the daemon's parts on a throwaway data dir.
@@ -138,12 +168,7 @@ pub fn check(config: &Config) -> anyhow::Result<()> {
         create_private_dir(&workspace)?;
         let store = Store::open(&scratch.join("db"))?;
         Core::build(config, store, scratch.clone(), workspace)?;
-        for (index, route) in config.webhook_routes.iter().enumerate() {
-            route.secret.read().map_err(|message| ConfigProblem {
-                key: format!("webhook.routes[{index}].secret_env"),
-                message,
-            })?;
-        }
+        read_route_secrets(config)?;
         Ok(())
     })();
     let _ = std::fs::remove_dir_all(&scratch);
@@ -152,7 +177,7 @@ pub fn check(config: &Config) -> anyhow::Result<()> {
 
 /// The parts every channel talks to, wired together: the inbox, the main trajectory, the
 /// status board, the reply hub, the tool registry and the dispatcher (not yet running).
-/// Built once by [`crate::daemon::run`]; benchmarks build it directly.
+/// Built once by `crate::daemon::run`; benchmarks build it directly.
 #[derive(Debug)]
 pub struct Core {
     pub inbox: Arc<Inbox>,
@@ -166,12 +191,13 @@ pub struct Core {
     pub confirmations: Arc<Confirmations>,
     /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
     pub scheduler: Scheduler,
-    /// File watches, for the CLI and the `watch_*` tools (started by [`crate::daemon::run`]).
+    /// File watches, for the CLI and the `watch_*` tools (started by `crate::daemon::run`).
     pub watches: WatchSet,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
     /// Ledger key → tool of each action a crash left half-done.
     pub interrupted_actions: BTreeMap<String, String>,
     /// The email account and sender, when `[email]` is configured.
+    #[cfg(feature = "email")]
     pub email: Option<crate::channels::email::EmailHandle>,
     /// The tool pipeline (the email channel reconciles its ledger).
     pub pipeline: ToolPipeline,
@@ -184,6 +210,7 @@ impl Core {
         data_dir: PathBuf,
         workspace: PathBuf,
     ) -> anyhow::Result<Self> {
+        check_features(config)?;
         let files = file_access(config, workspace)?;
         if let Some(from) = crate::store::schema::migrate(&store)? {
             info!(
@@ -213,6 +240,7 @@ impl Core {
         };
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
         let watches = WatchSet::new(store.watch_tree()?, status.clone());
+        #[cfg(feature = "email")]
         let email = match &config.email {
             Some(email) => Some(crate::channels::email::EmailHandle::new(email_parts(
                 email,
@@ -224,6 +252,7 @@ impl Core {
             store.memory_tree()?,
             &scheduler,
             &watches,
+            #[cfg(feature = "email")]
             email.as_ref(),
         )?;
         let (pipeline, pending, interrupted_actions) =
@@ -257,6 +286,7 @@ impl Core {
             scheduler,
             watches,
             interrupted_actions,
+            #[cfg(feature = "email")]
             email,
             pipeline,
         })
@@ -395,6 +425,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
 
 /// The email account (its password and trust anchor read now: a missing one is a config
 /// problem) and its sender.
+#[cfg(feature = "email")]
 pub(crate) fn email_parts(
     config: &steward_config::EmailConfig,
 ) -> anyhow::Result<crate::channels::email::EmailParts> {
@@ -450,4 +481,35 @@ pub(crate) fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot restrict {}", dir.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_section_this_build_lacks_is_refused_naming_it() {
+        let parse = |text: &str| Config::from_toml(text, None).expect("a valid section");
+        let email = parse(
+            "[email]\nimap_host = \"127.0.0.1\"\nimap_tls = \"none\"\nusername = \"u\"\naddress = \"u@example.com\"\npassword_env = \"P\"\n",
+        );
+        let http = parse("[http]\nlisten = \"127.0.0.1:0\"\n");
+        let mcp = parse("[[mcp.servers]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n");
+        let table = [
+            (email, "email", cfg!(feature = "email")),
+            (http, "http", cfg!(feature = "http")),
+            (mcp, "mcp.servers", cfg!(feature = "mcp")),
+        ];
+        for (config, key, built_in) in table {
+            match check_features(&config) {
+                Ok(()) => assert!(built_in, "{key} accepted without its feature"),
+                Err(problem) => {
+                    assert!(!built_in, "{key} refused with its feature: {problem}");
+                    assert_eq!(problem.key, key);
+                    assert!(problem.message.contains("built without"), "{problem}");
+                }
+            }
+        }
+        assert!(check_features(&Config::default()).is_ok());
+    }
 }

@@ -24,7 +24,7 @@ use crate::notify::{self, Heartbeat};
 use crate::owner::OwnerApi;
 use crate::owner::token::ApiToken;
 use crate::paths;
-use crate::reload::{Reloader, start_email, start_http};
+use crate::reload::Reloader;
 use crate::store::{Inbox, Store};
 use crate::supervisor::Supervisor;
 
@@ -47,7 +47,16 @@ pub async fn run(
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
     let supervisor = Supervisor::new(core.shared(), &shutdown, config.daemon.shutdown_grace);
-    let owner = start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
+    let owner = start_channels(
+        &config,
+        &core,
+        &supervisor,
+        #[cfg(feature = "email")]
+        &store,
+        &data_dir,
+    )
+    .await?;
+    #[cfg(feature = "email")]
     let email = core.email.clone();
     spawn_background(core, &config, &store, &tasks, &shutdown, &fault);
 
@@ -66,11 +75,16 @@ pub async fn run(
         watches: owner.watches.clone(),
         status,
         pipeline: owner.shared.confirmations.pipeline.clone(),
+        #[cfg(any(feature = "http", feature = "email"))]
         supervisor: supervisor.clone(),
-        email,
-        owner,
-        store: store.clone(),
+        #[cfg(any(feature = "http", feature = "email"))]
         data_dir,
+        #[cfg(feature = "http")]
+        owner,
+        #[cfg(feature = "email")]
+        email,
+        #[cfg(feature = "email")]
+        store: store.clone(),
     };
     let faulted = loop {
         tokio::select! {
@@ -108,7 +122,7 @@ async fn start_channels(
     config: &Config,
     core: &Core,
     supervisor: &Supervisor,
-    store: &Store,
+    #[cfg(feature = "email")] store: &Store,
     data_dir: &Path,
 ) -> anyhow::Result<OwnerApi> {
     let owner_uid = std::fs::metadata(data_dir)
@@ -138,10 +152,13 @@ async fn start_channels(
         crate::channels::timer::run(timer_jobs, cx)
     });
     core.watches.start(supervisor, &config.watch).await?;
-    start_http(config, supervisor, &owner, data_dir).await?;
+    #[cfg(feature = "http")]
+    crate::channels::http::start(config, supervisor, &owner, data_dir).await?;
+    #[cfg(feature = "mcp")]
     crate::mcp::start(&config.mcp_servers, core.tools.clone(), supervisor).await;
+    #[cfg(feature = "email")]
     if let Some(handle) = &core.email {
-        start_email(handle, supervisor, store, data_dir, &core.pipeline)?;
+        crate::channels::email::start(handle, supervisor, store, data_dir, &core.pipeline)?;
     }
     supervisor.start("user", move |cx| user::run(socket, cx));
     Ok(owner)

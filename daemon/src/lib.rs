@@ -1,9 +1,9 @@
 //! The Steward daemon: the inbox and trajectories ([`store`]), the dispatcher that turns
-//! events into steps ([`dispatcher`]), the brain ([`brain`]), channel actors ([`channels`]),
+//! events into steps (`dispatcher`), the brain (`brain`), channel actors ([`channels`]),
 //! the owner API ([`owner`]) that the control socket (protocol and client: the
 //! `steward-protocol` crate) and HTTP serve, the parts wired
-//! together ([`core`]), the supervisor of the channels ([`supervisor`]) and the running daemon
-//! ([`daemon`]).
+//! together ([`core`]), the supervisor of the channels (`supervisor`) and the running daemon
+//! (`daemon`).
 //! The `steward` binary is a thin CLI over this library.
 
 pub(crate) mod brain;
@@ -17,6 +17,7 @@ pub(crate) mod dispatcher;
 pub(crate) mod faults;
 pub(crate) mod instance_lock;
 pub(crate) mod logging;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod notify;
 pub mod owner;

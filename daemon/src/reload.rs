@@ -18,68 +18,17 @@ use steward_config::Config;
 use steward_tools::ToolPipeline;
 use tracing::{error, info};
 
-use crate::channels::email::{EmailChannel, EmailHandle};
 use crate::channels::timer::control::Scheduler;
 use crate::channels::watch::set::WatchSet;
-use crate::core::{ConfigProblem, cron_specs, email_parts, policy_rule};
+use crate::core::{cron_specs, policy_rule};
 use crate::notify;
+#[cfg(feature = "http")]
 use crate::owner::OwnerApi;
 use crate::status::{ConfigState, StatusBoard};
+#[cfg(feature = "email")]
 use crate::store::Store;
+#[cfg(any(feature = "http", feature = "email"))]
 use crate::supervisor::Supervisor;
-
-/// The status board's and the supervisor's name of the HTTP server.
-const HTTP: &str = "http";
-
-/// Starts the HTTP server the config asks for (none without `[http]` or routes) as the
-/// supervisor's channel `http`: the secrets are read and the address bound first, so a
-/// failure is an error here and nothing is left running.
-pub async fn start_http(
-    config: &Config,
-    supervisor: &Supervisor,
-    owner: &OwnerApi,
-    data_dir: &std::path::Path,
-) -> anyhow::Result<()> {
-    let Some(http) = &config.http else {
-        return Ok(());
-    };
-    let bound = crate::channels::http::server::bind(
-        http,
-        &config.webhook_routes,
-        config.senders.clone(),
-        owner.clone(),
-        data_dir,
-    )
-    .await
-    .map_err(|e| match e {
-        crate::channels::http::server::HttpError::Secret { index, .. } => {
-            anyhow::Error::from(ConfigProblem {
-                key: format!("webhook.routes[{index}].secret_env"),
-                message: e.to_string(),
-            })
-        }
-        other => anyhow::Error::from(other),
-    })?;
-    supervisor.start(HTTP, move |cx| {
-        crate::channels::http::server::run(bound, cx)
-    });
-    Ok(())
-}
-
-/// Starts the email channel on the account `handle` holds now.
-pub fn start_email(
-    handle: &EmailHandle,
-    supervisor: &Supervisor,
-    store: &Store,
-    data_dir: &std::path::Path,
-    pipeline: &ToolPipeline,
-) -> anyhow::Result<()> {
-    let channel = EmailChannel::new(handle.get(), store, data_dir, pipeline.clone())?;
-    supervisor.start(crate::channels::email::inbound::CHANNEL, move |cx| {
-        crate::channels::email::run(channel, cx)
-    });
-    Ok(())
-}
 
 /// Everything a reload touches.
 #[derive(Debug)]
@@ -94,12 +43,18 @@ pub struct Reloader {
     pub watches: WatchSet,
     pub status: Arc<StatusBoard>,
     pub pipeline: ToolPipeline,
+    /// What restarts channels (HTTP, email).
+    #[cfg(any(feature = "http", feature = "email"))]
     pub supervisor: Supervisor,
-    pub owner: OwnerApi,
-    pub store: Store,
+    #[cfg(any(feature = "http", feature = "email"))]
     pub data_dir: PathBuf,
+    #[cfg(feature = "http")]
+    pub owner: OwnerApi,
+    #[cfg(feature = "email")]
+    pub store: Store,
     /// The email account, when the daemon started with `[email]`.
-    pub email: Option<EmailHandle>,
+    #[cfg(feature = "email")]
+    pub email: Option<crate::channels::email::EmailHandle>,
 }
 
 impl Reloader {
@@ -131,24 +86,19 @@ impl Reloader {
 
     /// Checks everything first, then applies; returns the sections that need a restart.
     async fn apply(&mut self, config: Config) -> Result<Vec<String>, String> {
+        crate::core::check_features(&config).map_err(|e| e.to_string())?;
         let specs = cron_specs(&config).map_err(|e| e.to_string())?;
         let http_changed = self.live.http != config.http
             || self.live.webhook_routes != config.webhook_routes
             || self.live.senders != config.senders;
         if http_changed {
-            for (index, route) in config.webhook_routes.iter().enumerate() {
-                route.secret.read().map_err(|message| {
-                    ConfigProblem {
-                        key: format!("webhook.routes[{index}].secret_env"),
-                        message,
-                    }
-                    .to_string()
-                })?;
-            }
+            crate::core::read_route_secrets(&config).map_err(|e| e.to_string())?;
         }
-        let email_changed = self.live.email != config.email;
-        let new_email = match (&config.email, &self.email, email_changed) {
-            (Some(email), Some(_), true) => Some(email_parts(email).map_err(|e| format!("{e:#}"))?),
+        #[cfg(feature = "email")]
+        let new_email = match (&config.email, &self.email, self.live.email != config.email) {
+            (Some(email), Some(_), true) => {
+                Some(crate::core::email_parts(email).map_err(|e| format!("{e:#}"))?)
+            }
             _ => None,
         };
 
@@ -160,45 +110,73 @@ impl Reloader {
         self.watches.reload(&config.watch);
         self.pipeline
             .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
+        #[cfg(feature = "http")]
         if http_changed {
-            self.supervisor.stop(HTTP).await;
-            match start_http(&config, &self.supervisor, &self.owner, &self.data_dir).await {
-                Ok(()) => {
-                    info!("SIGHUP: the HTTP server restarted with the new routes");
-                    self.live.http = config.http.clone();
-                    self.live.webhook_routes = config.webhook_routes.clone();
-                    self.live.senders = config.senders.clone();
+            self.restart_http(&config).await?;
+        }
+        #[cfg(feature = "email")]
+        if let Some(parts) = new_email {
+            self.restart_email(parts, &config).await?;
+        }
+        Ok(self.restart_needed(&config))
+    }
+
+    /// Restarts the HTTP server with the new routes; if it cannot start, the previous one
+    /// runs again and the reload is refused.
+    #[cfg(feature = "http")]
+    async fn restart_http(&mut self, config: &Config) -> Result<(), String> {
+        use crate::channels::http;
+        self.supervisor.stop(http::CHANNEL).await;
+        match http::start(config, &self.supervisor, &self.owner, &self.data_dir).await {
+            Ok(()) => {
+                info!("SIGHUP: the HTTP server restarted with the new routes");
+                self.live.http = config.http.clone();
+                self.live.webhook_routes = config.webhook_routes.clone();
+                self.live.senders = config.senders.clone();
+                Ok(())
+            }
+            Err(e) => {
+                let error = format!(
+                    "the new HTTP server could not start ({e:#}); the previous one runs again"
+                );
+                if let Err(again) =
+                    http::start(&self.live, &self.supervisor, &self.owner, &self.data_dir).await
+                {
+                    error!(error = %format!("{again:#}"), "the previous HTTP server could not start again either");
                 }
-                Err(e) => {
-                    let error = format!(
-                        "the new HTTP server could not start ({e:#}); the previous one runs again"
-                    );
-                    if let Err(again) =
-                        start_http(&self.live, &self.supervisor, &self.owner, &self.data_dir).await
-                    {
-                        error!(error = %format!("{again:#}"), "the previous HTTP server could not start again either");
-                    }
-                    return Err(error);
-                }
+                Err(error)
             }
         }
-        if let (Some(parts), Some(handle)) = (new_email, self.email.as_ref()) {
-            self.supervisor
-                .stop(crate::channels::email::inbound::CHANNEL)
-                .await;
-            handle.set(parts);
-            start_email(
-                handle,
-                &self.supervisor,
-                &self.store,
-                &self.data_dir,
-                &self.pipeline,
-            )
-            .map_err(|e| format!("{e:#}"))?;
-            info!("SIGHUP: the email channel restarted with the new account");
-            self.live.email = config.email.clone();
-        }
+    }
 
+    /// Restarts the email channel on the new account; the email tools switch with it.
+    #[cfg(feature = "email")]
+    async fn restart_email(
+        &mut self,
+        parts: crate::channels::email::EmailParts,
+        config: &Config,
+    ) -> Result<(), String> {
+        use crate::channels::email;
+        let Some(handle) = self.email.as_ref() else {
+            return Ok(());
+        };
+        self.supervisor.stop(email::inbound::CHANNEL).await;
+        handle.set(parts);
+        email::start(
+            handle,
+            &self.supervisor,
+            &self.store,
+            &self.data_dir,
+            &self.pipeline,
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        info!("SIGHUP: the email channel restarted with the new account");
+        self.live.email = config.email.clone();
+        Ok(())
+    }
+
+    /// The sections changed on disk that only a restart applies.
+    fn restart_needed(&self, config: &Config) -> Vec<String> {
         let started = &self.started;
         let mut tools_selection = started.tools.clone();
         tools_selection.policy = config.tools.policy.clone();
@@ -227,6 +205,6 @@ impl Reloader {
             restart_needed = ?restart_needed,
             "SIGHUP: configuration reloaded"
         );
-        Ok(restart_needed)
+        restart_needed
     }
 }

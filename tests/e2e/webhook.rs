@@ -676,3 +676,79 @@ async fn an_empty_message_is_rejected_by_http_as_by_the_socket() {
         "{body}"
     );
 }
+
+/// Both front doors are one owner API: the jobs and watches HTTP lists are the rows the CLI
+/// prints, a chat answer `/deny ID reason` works over HTTP as in `steward chat`, and an
+/// unknown action is refused with the same words (404 over HTTP, an error on the socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_and_the_socket_answer_from_one_owner_api() {
+    let watched = tempfile::tempdir().unwrap();
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let daemon = TestDaemon::start_with(&format!(
+        "[http]\nlisten = \"127.0.0.1:0\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n\n\
+         [[cron]]\nname = \"stretch\"\nschedule = \"0 9 * * *\"\ntz = \"UTC\"\ntext = \"stretch\"\n\n\
+         [[watch]]\nname = \"inbox\"\npath = \"{}\"\n",
+        watched.path().display()
+    ));
+    let base = base(&daemon);
+    let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    let client = reqwest::Client::new();
+    let lines = |args: &[&str]| -> Vec<Value> {
+        crate::support::stdout(&daemon.cli(args))
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    };
+
+    let jobs = get_json(&client, format!("{base}/v1/cron"), &token).await;
+    assert_eq!(jobs, Value::Array(lines(&["cron", "list", "--json"])));
+    assert_eq!(jobs[0]["name"], "stretch", "{jobs}");
+    let watches = get_json(&client, format!("{base}/v1/watches"), &token).await;
+    assert_eq!(watches, Value::Array(lines(&["watch", "list", "--json"])));
+    assert_eq!(watches[0]["name"], "inbox", "{watches}");
+
+    // A chat answer to a pending action, sent as a message over HTTP.
+    let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/x", recorder.port), "body": "b"});
+    let output = daemon.cli(&[
+        "tools",
+        "call",
+        "http_request",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    let id = line["pending_id"].as_str().unwrap();
+    let answered = client
+        .post(format!("{base}/v1/messages"))
+        .bearer_auth(&token)
+        .body(json!({ "text": format!("/deny {id} not today") }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let row: Value = serde_json::from_slice(&answered.bytes().await.unwrap()).unwrap();
+    assert_eq!(row["state"], "denied", "{row}");
+    assert_eq!(row["state_reason"], "not today", "{row}");
+    assert!(recorder.seen().is_empty());
+
+    // The same refusal, in the same words, from both doors.
+    let http = client
+        .post(format!("{base}/v1/pending/nosuch/confirm"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(http.status(), 404);
+    let body: Value = serde_json::from_slice(&http.bytes().await.unwrap()).unwrap();
+    let message = body["error"].as_str().unwrap().to_owned();
+    assert!(!message.is_empty(), "{body}");
+    let socket = daemon.cli(&["confirm", "nosuch"]);
+    assert!(!socket.status.success(), "{socket:?}");
+    assert!(
+        crate::support::stderr(&socket).contains(&message),
+        "{message:?} in {socket:?}"
+    );
+}

@@ -2,7 +2,7 @@
 //! rest of the daemon — the inbox (through [`ChannelContext::submit`], which applies the
 //! urgency rules), its own health in the status board, the reply hub the owner's answers and
 //! notices go through, the pending confirmations, its shutdown token and a tracker for the
-//! tasks it spawns. The [`crate::supervisor::Supervisor`] makes one per channel start; a
+//! tasks it spawns. The `crate::supervisor::Supervisor` makes one per channel start; a
 //! channel never builds one.
 //!
 //! [`ChannelContext::keep_up`] is the one restart policy: it runs a channel's attempts until

@@ -252,6 +252,7 @@ fn port_check(config: &Config, daemon_running: bool) -> Option<Check> {
     })
 }
 
+#[cfg(feature = "email")]
 async fn email_checks(config: &Config) -> Vec<Check> {
     let Some(email) = &config.email else {
         return Vec::new();
@@ -510,6 +511,7 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
     checks.push(daemon);
     if let Some(config) = &config {
         checks.extend(port_check(config, running));
+        #[cfg(feature = "email")]
         checks.extend(email_checks(config).await);
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));

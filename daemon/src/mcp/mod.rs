@@ -1,5 +1,6 @@
-//! MCP servers: each configured server is kept connected by its own supervisor task, and
-//! its tools live in the registry as the source `mcp:NAME` (see [`tools`] for how they are
+//! MCP servers: tool sources, not channels, but each is kept connected as a channel of the
+//! supervisor (`mcp:NAME`, started by [`start`], restarted by `keep_up`), and
+//! its tools live in the registry as the source `mcp:NAME` (see `tools` for how they are
 //! declared).
 //!
 //! - Start: the daemon waits (at most [`START_WAIT`]) for every server's first tool list

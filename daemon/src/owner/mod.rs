@@ -361,6 +361,7 @@ fn answered(
     match answer {
         Ok(Answer::Ran(action) | Answer::Denied(action)) => Ok(pending_row(&action)),
         Ok(Answer::Refused(message)) => Err(OwnerError::Conflict(message)),
+        Ok(Answer::Unknown(message)) => Err(OwnerError::NotFound(message)),
         Err(e) => Err(OwnerError::NotFound(e.to_string())),
     }
 }

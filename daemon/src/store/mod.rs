@@ -1,7 +1,7 @@
 //! Durable state in one sled database under the data dir: the inbox (events, their states,
 //! dedupe keys, what is still pending) and the trajectories (main and side lanes).
 //!
-//! Writes become durable through [`Store::sync`], a group commit: any number of writers may
+//! Writes become durable through `Store::sync`, a group commit: any number of writers may
 //! wait on one `fsync`, but none is told "durable" before a flush that began after its write.
 
 mod inbox;
@@ -32,7 +32,7 @@ pub enum StoreError {
 }
 
 /// The sled database. Everything lives in one tree, `log`, under key prefixes (see
-/// [`keys`]), because sled applies a batch atomically only within one tree, and merging an
+/// `keys`), because sled applies a batch atomically only within one tree, and merging an
 /// event (its trajectory item plus its new state) must be atomic.
 ///
 /// Batches are used only where atomicity needs them (a merge, once per step), never per

@@ -1,6 +1,6 @@
 //! The mail account: credentials, TLS, and opening an IMAP session the way every server
 //! accepts it — connect, (STARTTLS,) read the greeting, log in. Each connection is bounded
-//! by [`CONNECT_TIMEOUT`]; errors say which step failed and against which server.
+//! by `CONNECT_TIMEOUT`; errors say which step failed and against which server.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -153,7 +153,7 @@ async fn greeting<T: Io>(client: &mut async_imap::Client<T>, at: &str) -> anyhow
     }
 }
 
-/// Runs one IMAP command future under [`COMMAND_TIMEOUT`].
+/// Runs one IMAP command future under `COMMAND_TIMEOUT`.
 pub async fn bounded<T, E: std::fmt::Display>(
     what: &str,
     command: impl std::future::Future<Output = Result<T, E>>,

@@ -1,6 +1,6 @@
 //! The inbound actor: one IMAP connection that turns new mail into events.
 //!
-//! Connect, log in, select, fetch what is new, then IDLE (re-issued every [`IDLE_RENEW`],
+//! Connect, log in, select, fetch what is new, then IDLE (re-issued every `IDLE_RENEW`,
 //! under the 29 minutes servers allow) or, without IDLE, poll every `email.poll_secs`.
 //! Mail that lands between a fetch and the start of IDLE is not left waiting for the next
 //! notification: the untagged EXISTS the server sent meanwhile is seen before waiting.

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::channels::context::ChannelContext;
 use crate::store::Store;
+use crate::supervisor::Supervisor;
 use steward_tools::ToolPipeline;
 
 /// The parts of the email channel built with the tool registry (the tools need them).
@@ -131,4 +132,17 @@ pub async fn run(channel: EmailChannel, cx: ChannelContext) {
         cx,
     };
     inbound.run().await;
+}
+
+/// Starts the email channel on the account `handle` holds now.
+pub fn start(
+    handle: &EmailHandle,
+    supervisor: &Supervisor,
+    store: &Store,
+    data_dir: &std::path::Path,
+    pipeline: &ToolPipeline,
+) -> anyhow::Result<()> {
+    let channel = EmailChannel::new(handle.get(), store, data_dir, pipeline.clone())?;
+    supervisor.start(inbound::CHANNEL, move |cx| run(channel, cx));
+    Ok(())
 }

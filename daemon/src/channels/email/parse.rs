@@ -2,7 +2,7 @@
 //!
 //! What counts as unprocessable (the event is recorded `dead` with the reason, the watermark
 //! moves on): an empty message, bytes that do not parse as a message, a header section over
-//! [`MAX_HEADER_BYTES`], no `From` address. Everything else is accepted as the parser best
+//! `MAX_HEADER_BYTES`, no `From` address. Everything else is accepted as the parser best
 //! understands it: wrong or unknown charsets are decoded with replacement characters, an
 //! HTML-only body is converted to text, a message with headers and an empty body is an
 //! event with an empty body. Nested multiparts are walked by the parser; every attachment

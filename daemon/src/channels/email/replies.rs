@@ -13,7 +13,7 @@
 //!   else the first plain address of `email.owners`) with its preview and token, once.
 //! - **Answers by email** ([`MailCommands`]): an authenticated owner's mail whose first
 //!   unquoted line is `CONFIRM <token>` or `DENY <token> [reason]` resolves the action
-//!   through the same [`Confirmations`] as `steward confirm`; a wrong, reused or expired
+//!   through the same `Confirmations` as `steward confirm`; a wrong, reused or expired
 //!   token changes nothing, and the reply says which.
 
 use std::collections::HashMap;
@@ -110,7 +110,7 @@ impl MailCommands {
                 format!("{:?}", done.state).to_lowercase()
             ),
             Ok(Answer::Denied(done)) => format!("Denied: `{}` will not run.", done.tool),
-            Ok(Answer::Refused(why)) => format!("Nothing was done: {why}."),
+            Ok(Answer::Refused(why) | Answer::Unknown(why)) => format!("Nothing was done: {why}."),
             Err(e) => format!("Nothing was done: {e}."),
         }
     }

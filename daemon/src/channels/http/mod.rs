@@ -8,3 +8,44 @@ pub mod metrics;
 pub mod server;
 pub mod template;
 pub mod verify;
+
+use steward_config::Config;
+
+use crate::owner::OwnerApi;
+use crate::supervisor::Supervisor;
+
+/// The status board's and the supervisor's name of the HTTP server.
+pub const CHANNEL: &str = "http";
+
+/// Starts the HTTP server the config asks for (none without `[http]` or routes) as the
+/// supervisor's channel `http`: the secrets are read and the address bound first, so a
+/// failure is an error here and nothing is left running.
+pub async fn start(
+    config: &Config,
+    supervisor: &Supervisor,
+    owner: &OwnerApi,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let Some(http) = &config.http else {
+        return Ok(());
+    };
+    let bound = server::bind(
+        http,
+        &config.webhook_routes,
+        config.senders.clone(),
+        owner.clone(),
+        data_dir,
+    )
+    .await
+    .map_err(|e| match e {
+        server::HttpError::Secret { index, .. } => {
+            anyhow::Error::from(crate::core::ConfigProblem {
+                key: format!("webhook.routes[{index}].secret_env"),
+                message: e.to_string(),
+            })
+        }
+        other => anyhow::Error::from(other),
+    })?;
+    supervisor.start(CHANNEL, move |cx| server::run(bound, cx));
+    Ok(())
+}

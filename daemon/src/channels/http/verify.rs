@@ -8,6 +8,7 @@
 //! redelivery is processed once: GitHub's `X-GitHub-Delivery`, Stripe's event `id`, the
 //! `webhook-id`, or a bearer sender's `Idempotency-Key`.
 
+use crate::owner::token::constant_time_eq;
 use sha2::{Digest, Sha256};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,11 +177,6 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
         .chain_update(inner)
         .finalize()
         .into()
-}
-
-/// Equal contents, in time that depends only on the lengths.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub fn to_hex(bytes: &[u8]) -> String {

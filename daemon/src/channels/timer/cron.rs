@@ -138,12 +138,7 @@ impl CronExpr {
     }
 
     /// The first occurrence in `zone` at or after `from` (`inclusive`) or strictly after.
-    fn next_local(
-        &self,
-        from: &DateTime<Tz>,
-        inclusive: bool,
-        zone: Tz,
-    ) -> Option<DateTime<Tz>> {
+    fn next_local(&self, from: &DateTime<Tz>, inclusive: bool, zone: Tz) -> Option<DateTime<Tz>> {
         let Some(near) = self.near_weekday else {
             return self.cron.find_next_occurrence(from, inclusive).ok();
         };

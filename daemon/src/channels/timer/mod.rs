@@ -8,7 +8,7 @@
 //!   found and the occurrence skipped.
 //! - On start, occurrences that fell while the daemon was down go through the job's missed
 //!   policy and lateness bound ([`schedule::catch_up`]); the ones that do not run are
-//!   recorded as `missed` events. At most [`MAX_CATCH_UP`] per job are looked at; beyond
+//!   recorded as `missed` events. At most `MAX_CATCH_UP` per job are looked at; beyond
 //!   that one more `missed` event says how many were skipped.
 //! - `at` jobs are removed once their occurrence is claimed.
 //! - Events: source `timer`, channel `cron:NAME`, payload `scheduled` with the instant, the
