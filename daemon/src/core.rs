@@ -512,4 +512,128 @@ mod tests {
         }
         assert!(check_features(&Config::default()).is_ok());
     }
+
+    /// Every tool a full daemon offers — built-ins, web, memory, cron, watch, email and an
+    /// MCP server's — declares a complete contract; the daemon's own tools take exactly the
+    /// arguments their structs read (an unknown one is refused by the schema).
+    #[cfg(all(feature = "email", feature = "mcp"))]
+    #[test]
+    fn every_tool_of_a_full_daemon_declares_a_complete_contract() {
+        let dir = tempfile::tempdir().expect("a scratch dir");
+        let password = dir.path().join("password");
+        std::fs::write(&password, "secret").expect("a password file");
+        let config = Config::from_toml(
+            &format!(
+                "[tools]\nprofile = \"full\"\n\n[email]\nimap_host = \"127.0.0.1\"\nimap_tls = \"none\"\nsmtp_tls = \"none\"\nusername = \"u\"\naddress = \"u@example.com\"\npassword_file = \"{}\"\n",
+                password.display()
+            ),
+            None,
+        )
+        .expect("a valid config");
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace).expect("a workspace");
+        let store = Store::open(&dir.path().join("db")).expect("a store");
+        let core = Core::build(&config, store, dir.path().to_path_buf(), workspace)
+            .expect("the config builds");
+        let server: steward_config::McpServerConfig = Config::from_toml(
+            "[[mcp.servers]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n",
+            None,
+        )
+        .expect("a valid server")
+        .mcp_servers
+        .remove(0);
+        let listed = serde_json::json!({
+            "name": "get_current_time",
+            "description": "The time in a zone.",
+            "inputSchema": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}
+        });
+        let contract = crate::mcp::contract(&server, &listed, "time_get_current_time".into())
+            .expect("a contract");
+        let rejected = core.tools.replace_source(
+            &steward_tools::ToolSource::Mcp("time".into()),
+            vec![(
+                contract,
+                Arc::new(NoCall) as Arc<dyn steward_tools::ToolHandler>,
+            )],
+        );
+        assert!(rejected.is_empty(), "{rejected:?}");
+
+        let contracts = core.tools.contracts();
+        let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
+        for expected in [
+            "fs_read",
+            "shell",
+            "http_request",
+            "web_fetch",
+            "memory_write",
+            "cron_create",
+            "watch_create",
+            "email_send",
+            "tool_search",
+            "call_tool",
+            "time_get_current_time",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "{expected} missing from {names:?}"
+            );
+        }
+        for contract in &contracts {
+            let name = &contract.name;
+            assert!(
+                !contract.description.trim().is_empty(),
+                "{name}: no description"
+            );
+            assert!(!contract.groups.is_empty(), "{name}: no group");
+            assert!(contract.result_budget > 0, "{name}");
+            let schema = &contract.parameters;
+            assert_eq!(schema["type"], "object", "{name}");
+            assert!(jsonschema::meta::is_valid(schema), "{name}: {schema}");
+            if matches!(contract.source, steward_tools::ToolSource::Mcp(_)) {
+                continue;
+            }
+            assert_eq!(schema["additionalProperties"], false, "{name}: {schema}");
+            // Left out is how an argument is absent; no `null` is ever asked for.
+            assert!(!schema.to_string().contains("null"), "{name}: {schema}");
+            let properties = schema["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let required = required.as_str().unwrap_or_default();
+                assert!(
+                    properties.contains_key(required),
+                    "{name}: {required} undeclared"
+                );
+            }
+            for (field, property) in &properties {
+                assert!(
+                    property.get("type").is_some() || property.get("enum").is_some(),
+                    "{name}.{field} has no type: {property}"
+                );
+            }
+            let validator = jsonschema::validator_for(schema).expect("compiles");
+            let mut unknown = serde_json::Map::new();
+            unknown.insert("no_such_argument".into(), serde_json::json!(1));
+            assert!(
+                !validator.is_valid(&serde_json::Value::Object(unknown)),
+                "{name} takes an argument it does not read"
+            );
+        }
+    }
+
+    /// An MCP tool's handler, never called here.
+    #[cfg(all(feature = "email", feature = "mcp"))]
+    struct NoCall;
+
+    #[cfg(all(feature = "email", feature = "mcp"))]
+    impl steward_tools::ToolHandler for NoCall {
+        fn call<'a>(
+            &'a self,
+            _args: &'a serde_json::Value,
+            _ctx: &'a steward_tools::ExecutionContext,
+        ) -> steward_tools::ToolFuture<'a> {
+            Box::pin(async { steward_events::ToolOutcome::error("not called in this test") })
+        }
+    }
 }

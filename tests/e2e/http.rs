@@ -64,7 +64,9 @@ impl Recorder {
     }
 }
 
-fn call(daemon: &TestDaemon, args: &Value) -> (bool, Value) {
+/// Runs `http_request` with `args` as the owner (`steward tools call … --json`): whether
+/// the CLI succeeded, and its line.
+pub(crate) fn call(daemon: &TestDaemon, args: &Value) -> (bool, Value) {
     let output = daemon.cli(&[
         "tools",
         "call",

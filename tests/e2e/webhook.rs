@@ -371,15 +371,7 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
 
     // A pending action confirmed over HTTP runs once.
     let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", recorder.port), "body": "tea"});
-    let output = daemon.cli(&[
-        "tools",
-        "call",
-        "http_request",
-        "--args",
-        &args.to_string(),
-        "--json",
-    ]);
-    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    let (_, line) = crate::http::call(&daemon, &args);
     assert_eq!(line["outcome"], "pending", "{line}");
     let id = line["pending_id"].as_str().unwrap();
     let listed: Value = get_json(&client, format!("{base}/v1/pending"), &token).await;
@@ -592,15 +584,7 @@ async fn bearer_and_standard_routes_readiness_and_a_denial_over_http() {
     // A pending action denied over HTTP does not run.
     let recorder = crate::http::Recorder::start(Duration::ZERO);
     let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/x", recorder.port), "body": "b"});
-    let output = daemon.cli(&[
-        "tools",
-        "call",
-        "http_request",
-        "--args",
-        &args.to_string(),
-        "--json",
-    ]);
-    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    let (_, line) = crate::http::call(&daemon, &args);
     let id = line["pending_id"].as_str().unwrap();
     let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
         .trim()
@@ -711,15 +695,7 @@ async fn http_and_the_socket_answer_from_one_owner_api() {
 
     // A chat answer to a pending action, sent as a message over HTTP.
     let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/x", recorder.port), "body": "b"});
-    let output = daemon.cli(&[
-        "tools",
-        "call",
-        "http_request",
-        "--args",
-        &args.to_string(),
-        "--json",
-    ]);
-    let line: Value = serde_json::from_str(crate::support::stdout(&output).trim()).unwrap();
+    let (_, line) = crate::http::call(&daemon, &args);
     let id = line["pending_id"].as_str().unwrap();
     let answered = client
         .post(format!("{base}/v1/messages"))

@@ -12,6 +12,7 @@
 //! and policy into the pipeline, the idempotency ledger, confirmation and the result budget
 //! are the next stages of the same pipeline.
 
+pub mod args;
 mod batch;
 pub mod budget;
 pub mod builtin;

@@ -29,6 +29,8 @@ use steward_tools::{ToolHandler, ToolRegistry, ToolSource};
 use tracing::{info, warn};
 
 pub use connection::{Connection, Incoming, McpError};
+#[cfg(test)]
+pub(crate) use tools::contract;
 pub use tools::tool_name;
 
 use crate::channels::ChannelHealth;

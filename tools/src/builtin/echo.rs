@@ -1,6 +1,8 @@
 //! `echo`: returns its text. Useful to check the pipeline end to end, and as the smallest
 //! example of a tool.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -12,15 +14,17 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::read_only(
         "echo",
         "Return the given text unchanged.",
-        json!({
-            "type": "object",
-            "properties": {"text": {"type": "string", "description": "What to return."}},
-            "required": ["text"],
-            "additionalProperties": false
-        }),
+        crate::args::schema::<EchoArgs>(),
     )
     .group("group:debug")
     .hint("repeat print test")
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EchoArgs {
+    /// What to return.
+    text: String,
 }
 
 pub(super) struct Echo;
@@ -28,8 +32,10 @@ pub(super) struct Echo;
 impl ToolHandler for Echo {
     fn call<'a>(&'a self, args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let text = args.get("text").cloned().unwrap_or(Value::Null);
-            ToolOutcome::ok(json!({ "text": text }))
+            match crate::args::parse::<EchoArgs>(args) {
+                Ok(EchoArgs { text }) => ToolOutcome::ok(json!({ "text": text })),
+                Err(refused) => refused,
+            }
         })
     }
 }

@@ -1,6 +1,8 @@
 //! `fs_edit`: replaces an exact piece of text in a file that was read. The text must occur
 //! exactly once (or `replace_all`), so an edit never lands somewhere unintended.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -13,17 +15,7 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::write(
 "fs_edit",
 "Replace exact text in a file you have read.",
-json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "old_text": {"type": "string", "minLength": 1, "description": "Text to replace, exactly as in the file."},
-                "new_text": {"type": "string"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence. Default false."}
-            },
-            "required": ["path", "old_text", "new_text"],
-            "additionalProperties": false
-        }),
+crate::args::schema::<FsEditArgs>(),
 )
 // A repeated edit finds its old text gone and changes nothing.
 .idempotent(true)
@@ -33,15 +25,34 @@ json!({
 .budget(4 * 1024)
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FsEditArgs {
+    path: String,
+    /// Text to replace, exactly as in the file.
+    #[schemars(length(min = 1))]
+    old_text: String,
+    new_text: String,
+    /// Replace every occurrence. Default false.
+    #[serde(default)]
+    replace_all: bool,
+}
+
 pub(super) struct FsEdit;
 
 impl ToolHandler for FsEdit {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let requested = args["path"].as_str().unwrap_or_default();
-            let old_text = args["old_text"].as_str().unwrap_or_default();
-            let new_text = args["new_text"].as_str().unwrap_or_default();
-            let replace_all = args["replace_all"].as_bool().unwrap_or(false);
+            let args: FsEditArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let (requested, old_text, new_text, replace_all) = (
+                args.path.as_str(),
+                args.old_text.as_str(),
+                args.new_text.as_str(),
+                args.replace_all,
+            );
             let path = match ctx.files.resolve(requested) {
                 Ok(path) => path,
                 Err(reason) => return ToolOutcome::error(reason),

@@ -1,5 +1,7 @@
 //! `fs_list`: the entries of a directory inside the roots, with their kind and size.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -11,17 +13,20 @@ const MAX_ENTRIES: usize = 1000;
 
 pub(super) fn contract() -> ToolContract {
     ToolContract::read_only(
-"fs_list",
-"List a directory of the workspace.",
-json!({
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "Default: the workspace root."}},
-            "additionalProperties": false
-        }),
-)
-.group("group:fs")
-.hint("ls directory folder entries")
-.budget(64 * 1024)
+        "fs_list",
+        "List a directory of the workspace.",
+        crate::args::schema::<FsListArgs>(),
+    )
+    .group("group:fs")
+    .hint("ls directory folder entries")
+    .budget(64 * 1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FsListArgs {
+    /// Default: the workspace root.
+    path: Option<String>,
 }
 
 pub(super) struct FsList;
@@ -29,7 +34,11 @@ pub(super) struct FsList;
 impl ToolHandler for FsList {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let requested = args["path"].as_str().unwrap_or(".");
+            let args = match crate::args::parse::<FsListArgs>(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let requested = args.path.as_deref().unwrap_or(".");
             let path = match ctx.files.resolve(requested) {
                 Ok(path) => path,
                 Err(reason) => return ToolOutcome::error(reason),

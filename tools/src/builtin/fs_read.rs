@@ -1,6 +1,8 @@
 //! `fs_read`: a window of lines of a text file inside the roots, saying exactly which lines
 //! out of how many. Reading is what later allows `fs_write`/`fs_edit` of the same file.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -15,23 +17,27 @@ const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 pub(super) fn contract() -> ToolContract {
     ToolContract::read_only(
-"fs_read",
-"Read lines of a text file in the workspace. Returns which lines of how many.",
-json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path relative to the workspace (or absolute inside it)."},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "How many lines. Default 2000."}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        }),
-)
-.group("group:fs")
-.guidance("Read a file before changing it with fs_write or fs_edit.")
-.hint("open view cat file contents lines")
-.budget(100 * 1024)
+        "fs_read",
+        "Read lines of a text file in the workspace. Returns which lines of how many.",
+        crate::args::schema::<FsReadArgs>(),
+    )
+    .group("group:fs")
+    .guidance("Read a file before changing it with fs_write or fs_edit.")
+    .hint("open view cat file contents lines")
+    .budget(100 * 1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FsReadArgs {
+    /// Path relative to the workspace (or absolute inside it).
+    path: String,
+    /// First line to return (1-based). Default 1.
+    #[schemars(range(min = 1))]
+    offset: Option<u64>,
+    /// How many lines. Default 2000.
+    #[schemars(range(min = 1, max = 10000))]
+    limit: Option<u64>,
 }
 
 pub(super) struct FsRead;
@@ -39,7 +45,11 @@ pub(super) struct FsRead;
 impl ToolHandler for FsRead {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let requested = args["path"].as_str().unwrap_or_default();
+            let args: FsReadArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let requested = args.path.as_str();
             let path = match ctx.files.resolve(requested) {
                 Ok(path) => path,
                 Err(reason) => return ToolOutcome::error(reason),
@@ -72,8 +82,8 @@ impl ToolHandler for FsRead {
             let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
             let total = lines.len() as u64;
-            let first = args["offset"].as_u64().unwrap_or(1);
-            let limit = args["limit"].as_u64().unwrap_or(DEFAULT_LIMIT);
+            let first = args.offset.unwrap_or(1);
+            let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
             if first > total.max(1) {
                 return ToolOutcome::error(format!(
                     "{} has {total} lines; offset {first} is past the end",

@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -16,38 +18,45 @@ const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
 const MAX_FILES_WALKED: usize = 100_000;
 const MAX_GREP_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-fn search_contract(
-    name: &str,
-    description: &str,
-    properties: Value,
-    required: &[&str],
-    hint: &str,
-) -> ToolContract {
-    ToolContract::read_only(
-        name,
-        description,
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false
-        }),
-    )
-    .group("group:fs")
-    .hint(hint)
-    .budget(100 * 1024)
+fn search_contract(name: &str, description: &str, parameters: Value, hint: &str) -> ToolContract {
+    ToolContract::read_only(name, description, parameters)
+        .group("group:fs")
+        .hint(hint)
+        .budget(100 * 1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GlobArgs {
+    /// e.g. src/**/*.rs
+    #[schemars(length(min = 1))]
+    pattern: String,
+    /// Directory to search. Default: the workspace root.
+    path: Option<String>,
+    #[schemars(range(min = 1, max = 5000))]
+    max_results: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    #[schemars(length(min = 1))]
+    pattern: String,
+    /// File or directory. Default: the workspace root.
+    path: Option<String>,
+    /// Only files whose path matches this glob.
+    glob: Option<String>,
+    #[serde(default)]
+    case_insensitive: bool,
+    #[schemars(range(min = 1, max = 5000))]
+    max_results: Option<u64>,
 }
 
 pub(super) fn glob_contract() -> ToolContract {
     search_contract(
         "fs_glob",
         "Find files in the workspace whose path matches a glob (`**` any directories, `*`, `?`).",
-        json!({
-            "pattern": {"type": "string", "minLength": 1, "description": "e.g. src/**/*.rs"},
-            "path": {"type": "string", "description": "Directory to search. Default: the workspace root."},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 5000}
-        }),
-        &["pattern"],
+        crate::args::schema::<GlobArgs>(),
         "find files names wildcard",
     )
 }
@@ -56,14 +65,7 @@ pub(super) fn grep_contract() -> ToolContract {
     search_contract(
         "fs_grep",
         "Search file contents with a regular expression; returns file:line:text.",
-        json!({
-            "pattern": {"type": "string", "minLength": 1},
-            "path": {"type": "string", "description": "File or directory. Default: the workspace root."},
-            "glob": {"type": "string", "description": "Only files whose path matches this glob."},
-            "case_insensitive": {"type": "boolean"},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 5000}
-        }),
-        &["pattern"],
+        crate::args::schema::<GrepArgs>(),
         "search text regex find in files",
     )
 }
@@ -139,8 +141,8 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
     segments(&pattern, &path)
 }
 
-fn start_dir(args: &Value, ctx: &ExecutionContext) -> Result<PathBuf, String> {
-    ctx.files.resolve(args["path"].as_str().unwrap_or("."))
+fn start_dir(path: Option<&str>, ctx: &ExecutionContext) -> Result<PathBuf, String> {
+    ctx.files.resolve(path.unwrap_or("."))
 }
 
 pub(super) struct FsGlob;
@@ -148,12 +150,16 @@ pub(super) struct FsGlob;
 impl ToolHandler for FsGlob {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let start = match start_dir(args, ctx) {
+            let args: GlobArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let start = match start_dir(args.path.as_deref(), ctx) {
                 Ok(start) => start,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            let pattern = args["pattern"].as_str().unwrap_or_default().to_owned();
-            let max = args["max_results"].as_u64().unwrap_or(1000) as usize;
+            let pattern = args.pattern;
+            let max = args.max_results.unwrap_or(1000) as usize;
             let found = tokio::task::spawn_blocking(move || {
                 walk(&start)
                     .into_iter()
@@ -176,20 +182,24 @@ pub(super) struct FsGrep;
 impl ToolHandler for FsGrep {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let start = match start_dir(args, ctx) {
+            let args: GrepArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let start = match start_dir(args.path.as_deref(), ctx) {
                 Ok(start) => start,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            let regex = match regex::RegexBuilder::new(args["pattern"].as_str().unwrap_or_default())
-                .case_insensitive(args["case_insensitive"].as_bool().unwrap_or(false))
+            let regex = match regex::RegexBuilder::new(&args.pattern)
+                .case_insensitive(args.case_insensitive)
                 .size_limit(1 << 20)
                 .build()
             {
                 Ok(regex) => regex,
                 Err(e) => return ToolOutcome::error(format!("invalid regular expression: {e}")),
             };
-            let filter = args["glob"].as_str().map(str::to_owned);
-            let max = args["max_results"].as_u64().unwrap_or(200) as usize;
+            let filter = args.glob;
+            let max = args.max_results.unwrap_or(200) as usize;
             let (lines, truncated) = tokio::task::spawn_blocking(move || {
                 let mut lines = Vec::new();
                 for (path, rel) in walk(&start) {

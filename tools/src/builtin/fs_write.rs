@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -16,15 +18,7 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::write(
         "fs_write",
         "Create a file, or replace one you have read, in the workspace.",
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "content": {"type": "string", "description": "The whole new content."}
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        }),
+        crate::args::schema::<FsWriteArgs>(),
     )
     // Writing the same content again leaves the same file.
     .idempotent(true)
@@ -34,13 +28,27 @@ pub(super) fn contract() -> ToolContract {
     .budget(4 * 1024)
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FsWriteArgs {
+    path: String,
+    /// The whole new content.
+    content: String,
+}
+
 pub(super) struct FsWrite;
 
 impl ToolHandler for FsWrite {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let requested = args["path"].as_str().unwrap_or_default();
-            let content = args["content"].as_str().unwrap_or_default();
+            let FsWriteArgs {
+                path: requested,
+                content,
+            } = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let (requested, content) = (requested.as_str(), content.as_str());
             let path = match ctx.files.resolve(requested) {
                 Ok(path) => path,
                 Err(reason) => return ToolOutcome::error(reason),

@@ -12,6 +12,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use steward_events::{ToolOutcome, ToolStatus};
 
@@ -27,18 +29,7 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::write(
 "http_request",
 "Make an HTTP request. GET/HEAD read; other methods act and need confirmation.",
-json!({
-            "type": "object",
-            "properties": {
-                "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]},
-                "url": {"type": "string", "minLength": 1},
-                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                "body": {"type": "string"},
-                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 120}
-            },
-            "required": ["method", "url"],
-            "additionalProperties": false
-        }),
+crate::args::schema::<HttpArgs>(),
 )
 .concurrency(Concurrency::FromArgs)
 .group("group:web")
@@ -48,12 +39,38 @@ json!({
 .in_lane(true)
 }
 
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HttpArgs {
+    method: Method,
+    #[schemars(length(min = 1))]
+    url: String,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    body: Option<String>,
+    #[schemars(range(min = 1, max = 120))]
+    timeout_secs: Option<u64>,
+}
+
 pub(crate) struct HttpRequest {
     pub allow_hosts: Vec<String>,
 }
 
+/// A GET or HEAD; anything that does not parse counts as acting.
 fn is_read(args: &Value) -> bool {
-    matches!(args["method"].as_str(), Some("GET" | "HEAD"))
+    crate::args::parse::<HttpArgs>(args)
+        .is_ok_and(|args| matches!(args.method, Method::Get | Method::Head))
 }
 
 /// Addresses a request from the daemon must not reach unless allowed by name.
@@ -145,14 +162,18 @@ impl ToolHandler for HttpRequest {
 
 impl HttpRequest {
     async fn request(&self, args: &Value, ctx: &ExecutionContext) -> Result<ToolOutcome, String> {
-        let method: reqwest::Method = args["method"]
-            .as_str()
-            .unwrap_or("GET")
-            .parse()
-            .map_err(|_| "bad method")?;
-        let mut url = reqwest::Url::parse(args["url"].as_str().unwrap_or_default())
-            .map_err(|e| format!("invalid URL: {e}"))?;
-        let timeout = Duration::from_secs(args["timeout_secs"].as_u64().unwrap_or(30));
+        let args: HttpArgs = crate::args::parse(args).map_err(|refused| refused.content_text())?;
+        let method = match args.method {
+            Method::Get => reqwest::Method::GET,
+            Method::Head => reqwest::Method::HEAD,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Patch => reqwest::Method::PATCH,
+            Method::Delete => reqwest::Method::DELETE,
+        };
+        let reads = matches!(args.method, Method::Get | Method::Head);
+        let mut url = reqwest::Url::parse(&args.url).map_err(|e| format!("invalid URL: {e}"))?;
+        let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(30));
         for _ in 0..=MAX_REDIRECTS {
             let (host, address) = self.checked_address(&url).await?;
             let client = reqwest::Client::builder()
@@ -162,18 +183,16 @@ impl HttpRequest {
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
             let mut request = client.request(method.clone(), url.clone());
-            if let Some(headers) = args["headers"].as_object() {
-                for (name, value) in headers {
-                    request = request.header(name, value.as_str().unwrap_or_default());
-                }
+            for (name, value) in &args.headers {
+                request = request.header(name, value);
             }
             if let Some(key) = &ctx.idempotency_key
-                && !is_read(args)
+                && !reads
             {
                 request = request.header("Idempotency-Key", key);
             }
-            if let Some(body) = args["body"].as_str() {
-                request = request.body(body.to_owned());
+            if let Some(body) = &args.body {
+                request = request.body(body.clone());
             }
             let response = request
                 .send()
@@ -184,7 +203,7 @@ impl HttpRequest {
                 .headers()
                 .get("location")
                 .and_then(|l| l.to_str().ok())
-                .filter(|_| status.is_redirection() && is_read(args));
+                .filter(|_| status.is_redirection() && reads);
             if let Some(next) = redirect {
                 url = url.join(next).map_err(|e| format!("bad redirect: {e}"))?;
                 continue;

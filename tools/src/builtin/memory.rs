@@ -3,6 +3,7 @@
 //! Side lanes cannot write memory (policy refuses; the contracts also keep the write tools
 //! out of lanes).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
@@ -29,11 +30,7 @@ pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRe
                 "memory_write",
                 "Remember a note under a key (replaces an older one).",
                 SideEffect::Write,
-                json!({
-                    "key": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "value": {"type": "string", "maxLength": MAX_VALUE_BYTES}
-                }),
-                &["key", "value"],
+                crate::args::schema::<WriteArgs>(),
             ),
             Memory {
                 tree: tree.clone(),
@@ -45,10 +42,7 @@ pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRe
                 "memory_read",
                 "Read the note stored under a key.",
                 SideEffect::ReadOnly,
-                json!({
-                    "key": {"type": "string", "minLength": 1, "maxLength": 200}
-                }),
-                &["key"],
+                crate::args::schema::<KeyArgs>(),
             ),
             Memory {
                 tree: tree.clone(),
@@ -60,10 +54,7 @@ pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRe
                 "memory_delete",
                 "Forget the note under a key.",
                 SideEffect::Write,
-                json!({
-                    "key": {"type": "string", "minLength": 1, "maxLength": 200}
-                }),
-                &["key"],
+                crate::args::schema::<KeyArgs>(),
             ),
             Memory {
                 tree: tree.clone(),
@@ -75,10 +66,7 @@ pub fn register_memory(builder: ToolRegistryBuilder, tree: sled::Tree) -> ToolRe
                 "memory_list",
                 "List remembered keys, optionally those starting with a prefix.",
                 SideEffect::ReadOnly,
-                json!({
-                    "prefix": {"type": "string", "maxLength": 200}
-                }),
-                &[],
+                crate::args::schema::<ListArgs>(),
             ),
             Memory { tree, op: Op::List },
         )
@@ -90,20 +78,36 @@ fn contract(
     name: &str,
     description: &str,
     side_effect: SideEffect,
-    properties: Value,
-    required: &[&str],
+    parameters: Value,
 ) -> ToolContract {
-    let parameters = json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    });
     ToolContract::with_effect(side_effect, name, description, parameters)
         .idempotent(true)
         .group("group:memory")
         .hint("remember recall note store fact")
         .budget(100 * 1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    #[schemars(length(min = 1, max = 200))]
+    key: String,
+    #[schemars(length(max = MAX_VALUE_BYTES))]
+    value: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct KeyArgs {
+    #[schemars(length(min = 1, max = 200))]
+    key: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    #[schemars(length(max = 200))]
+    prefix: Option<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -120,16 +124,17 @@ struct Memory {
 }
 
 impl Memory {
-    fn run(&self, args: &Value) -> Result<Value, String> {
-        let key = args["key"].as_str().unwrap_or_default();
-        let storage = |e: sled::Error| format!("memory storage failed: {e}");
+    fn run(&self, args: &Value) -> Result<Value, ToolOutcome> {
+        let storage = |e: sled::Error| ToolOutcome::error(format!("memory storage failed: {e}"));
         match self.op {
             Op::Write => {
+                let WriteArgs { key, value } = crate::args::parse(args)?;
                 let note = Note {
-                    value: args["value"].as_str().unwrap_or_default().to_owned(),
+                    value,
                     updated_at: chrono::Utc::now(),
                 };
-                let bytes = serde_json::to_vec(&note).map_err(|e| e.to_string())?;
+                let bytes =
+                    serde_json::to_vec(&note).map_err(|e| ToolOutcome::error(e.to_string()))?;
                 let replaced = self
                     .tree
                     .insert(key.as_bytes(), bytes)
@@ -138,21 +143,27 @@ impl Memory {
                 Ok(json!({"key": key, "replaced": replaced}))
             }
             Op::Read => {
+                let KeyArgs { key } = crate::args::parse(args)?;
                 let bytes = self
                     .tree
                     .get(key.as_bytes())
                     .map_err(storage)?
-                    .ok_or_else(|| format!("nothing is remembered under `{key}`"))?;
-                let note: Note = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("the note under `{key}` is unreadable: {e}"))?;
+                    .ok_or_else(|| {
+                        ToolOutcome::error(format!("nothing is remembered under `{key}`"))
+                    })?;
+                let note: Note = serde_json::from_slice(&bytes).map_err(|e| {
+                    ToolOutcome::error(format!("the note under `{key}` is unreadable: {e}"))
+                })?;
                 Ok(json!({"key": key, "value": note.value, "updated_at": note.updated_at}))
             }
             Op::Delete => {
+                let KeyArgs { key } = crate::args::parse(args)?;
                 let existed = self.tree.remove(key.as_bytes()).map_err(storage)?.is_some();
                 Ok(json!({"key": key, "deleted": existed}))
             }
             Op::List => {
-                let prefix = args["prefix"].as_str().unwrap_or_default();
+                let ListArgs { prefix } = crate::args::parse(args)?;
+                let prefix = prefix.unwrap_or_default();
                 let mut keys = Vec::new();
                 for item in self
                     .tree
@@ -175,7 +186,7 @@ impl ToolHandler for Memory {
         Box::pin(async move {
             match self.run(args) {
                 Ok(content) => ToolOutcome::ok(content),
-                Err(reason) => ToolOutcome::error(reason),
+                Err(refused) => refused,
             }
         })
     }

@@ -2,6 +2,8 @@
 //! lane, a reminder, a warning. The message goes to the owner's connected sessions (chat);
 //! it is in the trajectory either way, as this call and its result.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -13,12 +15,7 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::write(
         "notify_owner",
         "Send a short message to the owner now (not a reply to the current message).",
-        json!({
-            "type": "object",
-            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 4000}},
-            "required": ["text"],
-            "additionalProperties": false
-        }),
+        crate::args::schema::<NotifyArgs>(),
     )
     // A repeated call for the same event is replayed from the ledger, not sent twice.
     .idempotent(true)
@@ -32,12 +29,23 @@ pub(super) fn contract() -> ToolContract {
     .in_lane(true)
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NotifyArgs {
+    #[schemars(length(min = 1, max = 4000))]
+    text: String,
+}
+
 pub(super) struct NotifyOwner;
 
 impl ToolHandler for NotifyOwner {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let text = args["text"].as_str().unwrap_or_default();
+            let text = match crate::args::parse::<NotifyArgs>(args) {
+                Ok(args) => args.text,
+                Err(refused) => return refused,
+            };
+            let text = text.as_str();
             let sessions = ctx.owner.notify(text, ctx.origin_event);
             ToolOutcome::ok(json!({ "delivered_to_sessions": sessions }))
         })

@@ -10,6 +10,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::{ToolOutcome, ToolStatus};
 use tokio::io::AsyncReadExt;
@@ -33,21 +35,23 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::write(
 "shell",
 "Run a shell command in the workspace; returns exit code, stdout and stderr.",
-json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "minLength": 1},
-                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 3600, "description": "Default 60."}
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        }),
+crate::args::schema::<ShellArgs>(),
 )
 .idempotent(true)
 .group("group:runtime")
 .guidance("Destructive commands (rm, force pushes, installs) need the owner's confirmation; some are blocked outright.")
 .hint("bash run execute command terminal")
 .budget(100 * 1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    #[schemars(length(min = 1))]
+    command: String,
+    /// Default 60.
+    #[schemars(range(min = 1, max = 3600))]
+    timeout_secs: Option<u64>,
 }
 
 pub(super) struct Shell;
@@ -61,7 +65,11 @@ fn shell_context(ctx: &ExecutionContext) -> ShellContext {
 
 impl ToolHandler for Shell {
     fn safety(&self, args: &Value, ctx: &ExecutionContext) -> Safety {
-        let command = args["command"].as_str().unwrap_or_default();
+        // Arguments that do not parse never run: nothing to classify.
+        let Ok(ShellArgs { command, .. }) = crate::args::parse::<ShellArgs>(args) else {
+            return Safety::Block("the arguments are not a shell call".into());
+        };
+        let command = command.as_str();
         let verdict = classify_shell(command, &shell_context(ctx));
         match verdict.tier {
             CommandTier::Safe => Safety::Allow,
@@ -76,12 +84,12 @@ impl ToolHandler for Shell {
 
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let command = args["command"].as_str().unwrap_or_default();
-            let timeout = Duration::from_secs(
-                args["timeout_secs"]
-                    .as_u64()
-                    .unwrap_or(DEFAULT_TIMEOUT_SECS),
-            );
+            let args: ShellArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let command = args.command.as_str();
+            let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
             let mut process = tokio::process::Command::new("sh");
             process
                 .arg("-c")

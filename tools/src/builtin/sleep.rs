@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 use tokio::time::Instant;
@@ -18,16 +20,18 @@ pub(super) fn contract() -> ToolContract {
     ToolContract::read_only(
         "sleep",
         "Wait for the given number of seconds; returns early if the step is cancelled.",
-        json!({
-            "type": "object",
-            "properties": {"secs": {"type": "number", "minimum": 0, "maximum": MAX_SECS}},
-            "required": ["secs"],
-            "additionalProperties": false
-        }),
+        crate::args::schema::<SleepArgs>(),
     )
     .group("group:debug")
     .hint("wait pause delay")
     .budget(1024)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SleepArgs {
+    #[schemars(range(min = 0, max = MAX_SECS))]
+    secs: f64,
 }
 
 pub(super) struct Sleep;
@@ -36,7 +40,10 @@ impl ToolHandler for Sleep {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             // The schema guarantees a number in 0..=MAX_SECS.
-            let secs = args.get("secs").and_then(Value::as_f64).unwrap_or(0.0);
+            let secs = match crate::args::parse::<SleepArgs>(args) {
+                Ok(args) => args.secs,
+                Err(refused) => return refused,
+            };
             let started = Instant::now();
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_secs_f64(secs)) => {

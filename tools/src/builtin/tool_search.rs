@@ -11,6 +11,8 @@
 
 use std::sync::Weak;
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
@@ -22,48 +24,56 @@ use crate::search::{Query, parse_query};
 const DEFAULT_RESULTS: u64 = 5;
 const MAX_RESULTS: u64 = 20;
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// select:a,b | keywords | +name_word keywords
+    query: String,
+    /// How many tools to return (default 5).
+    #[schemars(range(min = 1, max = MAX_RESULTS))]
+    max_results: Option<u64>,
+}
+
+/// What `call_tool` takes; the pipeline reads it before validation
+/// ([`unwrap_call_tool`]), so that the inner call is checked as itself.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CallToolArgs {
+    /// The tool's name.
+    name: String,
+    /// The tool's arguments, as its schema says.
+    arguments: Option<serde_json::Map<String, Value>>,
+}
+
 pub fn search_contract() -> ToolContract {
     ToolContract::read_only(
-"tool_search",
-"Find tools that are not loaded yet and get their full schemas. Query forms: \
+        "tool_search",
+        "Find tools that are not loaded yet and get their full schemas. Query forms: \
 \"select:name1,name2\" loads tools by exact name; free keywords rank tools by relevance; \
 \"+word more words\" requires `word` in the tool's name.",
-json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "select:a,b | keywords | +name_word keywords"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "How many tools to return (default 5)."}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        }),
-)
-.group("group:tools")
-.guidance("Tools listed by name in the system text are loaded with it. Call a found tool by \
-its name, or through call_tool. If a tool fails to execute, do not search for it again.")
-.budget(64 * 1024)
-.always_enabled()
+        crate::args::schema::<SearchArgs>(),
+    )
+    .group("group:tools")
+    .guidance(
+        "Tools listed by name in the system text are loaded with it. Call a found tool by \
+its name, or through call_tool. If a tool fails to execute, do not search for it again.",
+    )
+    .budget(64 * 1024)
+    .always_enabled()
 }
 
 pub fn call_contract() -> ToolContract {
     // The inner call's own contract decides everything; see the module docs.
     ToolContract::read_only(
-"call_tool",
-"Call a tool found with tool_search by its name, with its arguments.",
-json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "The tool's name."},
-                "arguments": {"type": "object", "description": "The tool's arguments, as its schema says."}
-            },
-            "required": ["name"],
-            "additionalProperties": false
-        }),
-)
-.concurrency(Concurrency::FromArgs)
-.group("group:tools")
-.budget(64 * 1024)
-.always_enabled()
+        "call_tool",
+        "Call a tool found with tool_search by its name, with its arguments.",
+        crate::args::schema::<CallToolArgs>(),
+    )
+    .concurrency(Concurrency::FromArgs)
+    .group("group:tools")
+    .budget(64 * 1024)
+    .always_enabled()
 }
 
 /// The inner call of a `call_tool` call: `(name, arguments)`.
@@ -90,15 +100,16 @@ impl ToolHandler for ToolSearch {
             let Some(registry) = self.0.upgrade() else {
                 return ToolOutcome::error("the tool registry is shutting down");
             };
-            let text = args["query"].as_str().unwrap_or_default();
+            let args: SearchArgs = match crate::args::parse(args) {
+                Ok(args) => args,
+                Err(refused) => return refused,
+            };
+            let text = args.query.as_str();
             let query = match parse_query(text) {
                 Ok(query) => query,
                 Err(e) => return ToolOutcome::error(e.to_string()),
             };
-            let max = args["max_results"]
-                .as_u64()
-                .unwrap_or(DEFAULT_RESULTS)
-                .min(MAX_RESULTS) as usize;
+            let max = args.max_results.unwrap_or(DEFAULT_RESULTS).min(MAX_RESULTS) as usize;
             let found = registry.find(&query, max, !ctx.trajectory.is_main());
             if found.is_empty() {
                 return ToolOutcome::ok(json!({

@@ -5,6 +5,8 @@
 //! after a crash, reconciliation looks for it in Sent (see `super::reconcile`).
 
 use futures_util::TryStreamExt;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
@@ -25,66 +27,76 @@ fn email_tool(contract: ToolContract) -> ToolContract {
         .budget(64 * 1024)
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    from: Option<String>,
+    subject: Option<String>,
+    /// Words anywhere in the message
+    text: Option<String>,
+    /// YYYY-MM-DD
+    #[schemars(pattern(r"^\d{4}-\d{2}-\d{2}$"))]
+    since: Option<String>,
+    /// Default: the configured mailbox
+    mailbox: Option<String>,
+    #[schemars(range(min = 1, max = MAX_LIST))]
+    limit: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    #[schemars(range(min = 1))]
+    uid: u32,
+    mailbox: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SendArgs {
+    #[schemars(length(min = 1, max = 50))]
+    to: Vec<String>,
+    #[serde(default)]
+    #[schemars(length(max = 50))]
+    cc: Vec<String>,
+    #[schemars(length(max = 998))]
+    subject: String,
+    body: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReplyArgs {
+    /// The Message-ID of the message to answer
+    message_id: String,
+    body: String,
+    #[serde(default)]
+    all: bool,
+    mailbox: Option<String>,
+}
+
 /// Adds the four tools; they use whatever account `parts` holds when they run (a reload
 /// may replace it).
 pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegistryBuilder {
-    let addresses =
-        json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50});
     let search = email_tool(ToolContract::read_only(
         "email_search",
         "Search the mailbox; newest first. Returns uid, from, subject, date and message_id of each match.",
-        json!({
-            "type": "object",
-            "properties": {
-                "from": {"type": "string"},
-                "subject": {"type": "string"},
-                "text": {"type": "string", "description": "Words anywhere in the message"},
-                "since": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$", "description": "YYYY-MM-DD"},
-                "mailbox": {"type": "string", "description": "Default: the configured mailbox"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}
-            },
-            "additionalProperties": false
-        }),
+        steward_tools::args::schema::<SearchArgs>(),
     ));
     let read = email_tool(ToolContract::read_only(
         "email_read",
         "Read one message by uid (from email_search): headers, text body, attachment names.",
-        json!({
-            "type": "object",
-            "properties": {"uid": {"type": "integer", "minimum": 1}, "mailbox": {"type": "string"}},
-            "required": ["uid"],
-            "additionalProperties": false
-        }),
+        steward_tools::args::schema::<ReadArgs>(),
     ));
     let send = email_tool(ToolContract::write(
         "email_send",
         "Send a new email (plain text) from the assistant's address. Asks the owner first.",
-        json!({
-            "type": "object",
-            "properties": {
-                "to": addresses,
-                "cc": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
-                "subject": {"type": "string", "maxLength": 998},
-                "body": {"type": "string"}
-            },
-            "required": ["to", "subject", "body"],
-            "additionalProperties": false
-        }),
+        steward_tools::args::schema::<SendArgs>(),
     ));
     let reply = email_tool(ToolContract::write(
         "email_reply",
         "Reply in the thread of a message in the mailbox (to its sender; `all` adds the other recipients). Asks the owner first.",
-        json!({
-            "type": "object",
-            "properties": {
-                "message_id": {"type": "string", "description": "The Message-ID of the message to answer"},
-                "body": {"type": "string"},
-                "all": {"type": "boolean"},
-                "mailbox": {"type": "string"}
-            },
-            "required": ["message_id", "body"],
-            "additionalProperties": false
-        }),
+        steward_tools::args::schema::<ReplyArgs>(),
     ));
     let tool = |op| EmailTool {
         op,
@@ -125,36 +137,24 @@ fn imap_date(date: &str) -> Option<String> {
     Some(date.format("%-d-%b-%Y").to_string())
 }
 
-fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl EmailTool {
-    fn mailbox<'a>(parts: &'a EmailParts, args: &'a Value) -> &'a str {
-        args["mailbox"]
-            .as_str()
-            .unwrap_or(&parts.account.config.mailbox)
+    /// The mailbox a call names, or the configured one.
+    fn mailbox<'a>(parts: &'a EmailParts, named: &'a Option<String>) -> &'a str {
+        named.as_deref().unwrap_or(&parts.account.config.mailbox)
     }
 
-    async fn search(parts: &EmailParts, args: &Value) -> anyhow::Result<Value> {
+    async fn search(parts: &EmailParts, args: SearchArgs) -> anyhow::Result<Value> {
         let mut criteria = Vec::new();
-        if let Some(from) = args["from"].as_str() {
+        if let Some(from) = &args.from {
             criteria.push(format!("FROM {}", quoted(from)));
         }
-        if let Some(subject) = args["subject"].as_str() {
+        if let Some(subject) = &args.subject {
             criteria.push(format!("SUBJECT {}", quoted(subject)));
         }
-        if let Some(text) = args["text"].as_str() {
+        if let Some(text) = &args.text {
             criteria.push(format!("TEXT {}", quoted(text)));
         }
-        if let Some(since) = args["since"].as_str() {
+        if let Some(since) = &args.since {
             let date = imap_date(since)
                 .ok_or_else(|| anyhow::anyhow!("since: {since:?} is not a date"))?;
             criteria.push(format!("SINCE {date}"));
@@ -162,9 +162,13 @@ impl EmailTool {
         if criteria.is_empty() {
             criteria.push("ALL".into());
         }
-        let limit = args["limit"].as_u64().unwrap_or(20) as usize;
+        let limit = args.limit.unwrap_or(20) as usize;
         let mut session = parts.account.imap().await?;
-        bounded("EXAMINE", session.examine(Self::mailbox(parts, args))).await?;
+        bounded(
+            "EXAMINE",
+            session.examine(Self::mailbox(parts, &args.mailbox)),
+        )
+        .await?;
         let mut uids: Vec<u32> = bounded("UID SEARCH", session.uid_search(criteria.join(" ")))
             .await?
             .into_iter()
@@ -227,15 +231,11 @@ impl EmailTool {
             .find_map(|f| Some((f.uid?, f.body()?.to_vec()))))
     }
 
-    async fn read(parts: &EmailParts, args: &Value) -> anyhow::Result<Value> {
-        let uid = args["uid"].as_u64().unwrap_or(0);
-        let Some((uid, raw)) =
-            Self::fetch_one(parts, Self::mailbox(parts, args), &format!("UID {uid}")).await?
-        else {
-            anyhow::bail!(
-                "no message with uid {uid} in {}",
-                Self::mailbox(parts, args)
-            );
+    async fn read(parts: &EmailParts, args: ReadArgs) -> anyhow::Result<Value> {
+        let mailbox = Self::mailbox(parts, &args.mailbox);
+        let uid = args.uid;
+        let Some((uid, raw)) = Self::fetch_one(parts, mailbox, &format!("UID {uid}")).await? else {
+            anyhow::bail!("no message with uid {uid} in {mailbox}");
         };
         if raw.len() as u64 > parts.account.config.max_message_bytes {
             anyhow::bail!(
@@ -267,15 +267,15 @@ impl EmailTool {
 
     async fn send(
         parts: &EmailParts,
-        args: &Value,
+        args: SendArgs,
         ctx: &ExecutionContext,
     ) -> anyhow::Result<Value> {
         let mail = Outgoing {
             message_id: Self::message_id(parts, ctx),
-            to: strings(&args["to"]),
-            cc: strings(&args["cc"]),
-            subject: args["subject"].as_str().unwrap_or_default().to_owned(),
-            body: args["body"].as_str().unwrap_or_default().to_owned(),
+            to: args.to,
+            cc: args.cc,
+            subject: args.subject,
+            body: args.body,
             ..Default::default()
         };
         parts.mailer.send(&mail).await?;
@@ -284,22 +284,22 @@ impl EmailTool {
 
     async fn reply(
         parts: &EmailParts,
-        args: &Value,
+        args: ReplyArgs,
         ctx: &ExecutionContext,
     ) -> anyhow::Result<Value> {
-        let wanted = args["message_id"].as_str().unwrap_or_default();
-        let wanted = wanted.trim().trim_start_matches('<').trim_end_matches('>');
+        let mailbox = Self::mailbox(parts, &args.mailbox);
+        let wanted = args
+            .message_id
+            .trim()
+            .trim_start_matches('<')
+            .trim_end_matches('>');
         let criteria = format!("HEADER Message-ID {}", quoted(&format!("<{wanted}>")));
-        let Some((_, raw)) = Self::fetch_one(parts, Self::mailbox(parts, args), &criteria).await?
-        else {
-            anyhow::bail!(
-                "no message with Message-ID <{wanted}> in {}",
-                Self::mailbox(parts, args)
-            );
+        let Some((_, raw)) = Self::fetch_one(parts, mailbox, &criteria).await? else {
+            anyhow::bail!("no message with Message-ID <{wanted}> in {mailbox}");
         };
         let original = parse::parse(&raw).map_err(|e| anyhow::anyhow!("the original: {e}"))?;
         let own = parts.mailer.address().to_ascii_lowercase();
-        let cc = if args["all"].as_bool().unwrap_or(false) {
+        let cc = if args.all {
             original
                 .to
                 .iter()
@@ -316,7 +316,7 @@ impl EmailTool {
                 Parent::of_mail(&original, &references),
                 Self::message_id(parts, ctx),
                 original.from.clone(),
-                args["body"].as_str().unwrap_or_default().to_owned(),
+                args.body.clone(),
             )
         };
         parts.mailer.send(&mail).await?;
@@ -330,11 +330,24 @@ impl ToolHandler for EmailTool {
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let parts = self.parts.get();
+            use steward_tools::args::parse;
             let result = match self.op {
-                Op::Search => Self::search(&parts, args).await,
-                Op::Read => Self::read(&parts, args).await,
-                Op::Send => Self::send(&parts, args, ctx).await,
-                Op::Reply => Self::reply(&parts, args, ctx).await,
+                Op::Search => match parse(args) {
+                    Ok(args) => Self::search(&parts, args).await,
+                    Err(refused) => return refused,
+                },
+                Op::Read => match parse(args) {
+                    Ok(args) => Self::read(&parts, args).await,
+                    Err(refused) => return refused,
+                },
+                Op::Send => match parse(args) {
+                    Ok(args) => Self::send(&parts, args, ctx).await,
+                    Err(refused) => return refused,
+                },
+                Op::Reply => match parse(args) {
+                    Ok(args) => Self::reply(&parts, args, ctx).await,
+                    Err(refused) => return refused,
+                },
             };
             match result {
                 Ok(content) => ToolOutcome::ok(content),

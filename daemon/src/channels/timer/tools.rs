@@ -4,12 +4,14 @@
 //! occurrence, so it is not idempotent and asks the owner first. A job's own action is
 //! checked again by the pipeline each time it runs.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use steward_events::ToolOutcome;
+use steward_events::{ScheduledAction, ToolOutcome, Urgency};
 use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
 
-use super::control::Scheduler;
-use steward_protocol::NewJob;
+use super::control::{Scheduler, SchedulerError};
+use steward_protocol::{MissedPolicy, NewJob};
 
 /// What every scheduling tool shares: its group, its search words, its result budget.
 fn schedule_tool(contract: ToolContract) -> ToolContract {
@@ -19,65 +21,126 @@ fn schedule_tool(contract: ToolContract) -> ToolContract {
         .budget(32 * 1024)
 }
 
-fn by_name(description: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {"name": {"type": "string", "description": description}},
-        "required": ["name"],
-        "additionalProperties": false
-    })
+/// A job named by the call.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ByName {
+    /// The job.
+    name: String,
+}
+
+/// No arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Nothing {}
+
+/// What `cron_create` takes: a [`NewJob`] as the model may ask for it (no `cancel`
+/// urgency: a scheduled job never interrupts the owner's step).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateArgs {
+    #[schemars(pattern(r"^[A-Za-z0-9_-]{1,64}$"))]
+    name: String,
+    schedule: String,
+    /// IANA zone, e.g. Europe/Berlin (default: the system's)
+    tz: Option<String>,
+    /// What the event says when the job fires
+    text: Option<String>,
+    action: Option<ActionArgs>,
+    urgency: Option<JobUrgency>,
+    missed: Option<Missed>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ActionArgs {
+    tool: String,
+    args: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum JobUrgency {
+    Parallel,
+    Queue,
+}
+
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Missed {
+    Skip,
+    Once,
+    All,
+}
+
+impl From<CreateArgs> for NewJob {
+    fn from(args: CreateArgs) -> Self {
+        NewJob {
+            name: args.name,
+            schedule: args.schedule,
+            tz: args.tz,
+            text: args.text,
+            action: args.action.map(|action| ScheduledAction {
+                tool: action.tool,
+                args: Value::Object(action.args.unwrap_or_default()),
+            }),
+            urgency: args.urgency.map(|urgency| match urgency {
+                JobUrgency::Parallel => Urgency::Parallel,
+                JobUrgency::Queue => Urgency::Queue,
+            }),
+            missed: args.missed.map(|missed| match missed {
+                Missed::Skip => MissedPolicy::Skip,
+                Missed::Once => MissedPolicy::Once,
+                Missed::All => MissedPolicy::All,
+            }),
+            max_lateness_secs: None,
+        }
+    }
 }
 
 /// Adds the six tools, all backed by `scheduler`.
 pub fn register(builder: ToolRegistryBuilder, scheduler: &Scheduler) -> ToolRegistryBuilder {
-    let create = schedule_tool(ToolContract::write("cron_create", "Schedule a job: a cron expression (5 or 6 fields), `every 10m`, or `at <RFC 3339 time>` / `at +20m`. At each occurrence the job's text comes to you as an event, or its action (a tool call) runs without you.", json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-                "schedule": {"type": "string"},
-                "tz": {"type": "string", "description": "IANA zone, e.g. Europe/Berlin (default: the system's)"},
-                "text": {"type": "string", "description": "What the event says when the job fires"},
-                "action": {
-                    "type": "object",
-                    "properties": {"tool": {"type": "string"}, "args": {"type": "object"}},
-                    "required": ["tool"],
-                    "additionalProperties": false
-                },
-                "urgency": {"type": "string", "enum": ["parallel", "queue"]},
-                "missed": {"type": "string", "enum": ["skip", "once", "all"]}
-            },
-            "required": ["name", "schedule"],
-            "additionalProperties": false
-        })).idempotent(true));
+    let create = schedule_tool(
+        ToolContract::write(
+            "cron_create",
+            "Schedule a job: a cron expression (5 or 6 fields), `every 10m`, or `at <RFC 3339 time>` / `at +20m`. At each occurrence the job's text comes to you as an event, or its action (a tool call) runs without you.",
+            steward_tools::args::schema::<CreateArgs>(),
+        )
+        .idempotent(true),
+    );
     let list = schedule_tool(ToolContract::read_only(
         "cron_list",
         "List the scheduled jobs with their next run and last outcome.",
-        json!({"type": "object", "additionalProperties": false}),
+        steward_tools::args::schema::<Nothing>(),
     ));
     let delete = schedule_tool(
         ToolContract::write(
             "cron_delete",
             "Delete a scheduled job made at run time.",
-            by_name("The job"),
+            steward_tools::args::schema::<ByName>(),
         )
         .idempotent(true),
     );
     let pause = schedule_tool(
-        ToolContract::write("cron_pause", "Pause a scheduled job.", by_name("The job"))
-            .idempotent(true),
+        ToolContract::write(
+            "cron_pause",
+            "Pause a scheduled job.",
+            steward_tools::args::schema::<ByName>(),
+        )
+        .idempotent(true),
     );
     let resume = schedule_tool(
         ToolContract::write(
             "cron_resume",
             "Resume a paused job (what fell during the pause does not run).",
-            by_name("The job"),
+            steward_tools::args::schema::<ByName>(),
         )
         .idempotent(true),
     );
     let trigger = schedule_tool(ToolContract::write(
         "cron_trigger",
         "Run one occurrence of a job now (marked manual).",
-        by_name("The job"),
+        steward_tools::args::schema::<ByName>(),
     ));
     let handler = |op| CronTool {
         op,
@@ -110,28 +173,34 @@ struct CronTool {
 impl ToolHandler for CronTool {
     fn call<'a>(&'a self, args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let name = args["name"].as_str().unwrap_or_default();
-            let result = match self.op {
-                Op::Create => match serde_json::from_value::<NewJob>(args.clone()) {
-                    Ok(new) => self.scheduler.add(new).map(|row| json!(row)),
-                    Err(e) => return ToolOutcome::error(format!("invalid job: {e}")),
-                },
-                Op::List => self.scheduler.list().map(|rows| json!({"jobs": rows})),
-                Op::Delete => self
-                    .scheduler
-                    .remove(name)
-                    .map(|()| json!({"deleted": name})),
-                Op::Pause => self.scheduler.set_paused(name, true).map(|row| json!(row)),
-                Op::Resume => self.scheduler.set_paused(name, false).map(|row| json!(row)),
-                Op::Trigger => self
-                    .scheduler
-                    .trigger(name)
-                    .await
-                    .map(|id| json!({"event_id": id})),
-            };
-            match result {
+            match self.run(args).await {
                 Ok(content) => ToolOutcome::ok(content),
-                Err(e) => ToolOutcome::error(e.to_string()),
+                Err(refused) => refused,
+            }
+        })
+    }
+}
+
+impl CronTool {
+    async fn run(&self, args: &Value) -> Result<Value, ToolOutcome> {
+        let failed = |e: SchedulerError| ToolOutcome::error(e.to_string());
+        let name = || steward_tools::args::parse::<ByName>(args).map(|by| by.name);
+        Ok(match self.op {
+            Op::Create => {
+                let new: CreateArgs = steward_tools::args::parse(args)?;
+                json!(self.scheduler.add(new.into()).map_err(failed)?)
+            }
+            Op::List => json!({"jobs": self.scheduler.list().map_err(failed)?}),
+            Op::Delete => {
+                let name = name()?;
+                self.scheduler.remove(&name).map_err(failed)?;
+                json!({"deleted": name})
+            }
+            Op::Pause => json!(self.scheduler.set_paused(&name()?, true).map_err(failed)?),
+            Op::Resume => json!(self.scheduler.set_paused(&name()?, false).map_err(failed)?),
+            Op::Trigger => {
+                let id = self.scheduler.trigger(&name()?).await.map_err(failed)?;
+                json!({"event_id": id})
             }
         })
     }

@@ -2,6 +2,8 @@
 //! the same [`WatchSet`] as `steward watch list`. A watch only reports names of changed
 //! files (untrusted), so adding one is an idempotent write that needs no confirmation.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
@@ -18,28 +20,100 @@ fn watch_tool(contract: ToolContract) -> ToolContract {
         .budget(32 * 1024)
 }
 
+/// What `watch_create` takes (a [`WatchRow`] as the model may ask for it).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateArgs {
+    #[schemars(pattern(r"^[A-Za-z0-9_-]{1,64}$"))]
+    name: String,
+    /// Absolute path
+    path: std::path::PathBuf,
+    recursive: Option<bool>,
+    /// Globs, e.g. **/*.pdf
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    #[serde(default)]
+    events: Vec<ChangeKind>,
+    #[schemars(range(min = 10, max = 600000))]
+    debounce_ms: Option<u64>,
+    /// What the event says before the list of changes
+    text: Option<String>,
+}
+
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum ChangeKind {
+    Create,
+    Modify,
+    Remove,
+    Rename,
+}
+
+impl From<CreateArgs> for WatchRow {
+    fn from(args: CreateArgs) -> Self {
+        WatchRow {
+            name: args.name,
+            path: args.path,
+            recursive: args.recursive.unwrap_or(true),
+            include: args.include,
+            exclude: args.exclude,
+            events: args
+                .events
+                .into_iter()
+                .map(|kind| {
+                    match kind {
+                        ChangeKind::Create => "create",
+                        ChangeKind::Modify => "modify",
+                        ChangeKind::Remove => "remove",
+                        ChangeKind::Rename => "rename",
+                    }
+                    .to_owned()
+                })
+                .collect(),
+            debounce_ms: args.debounce_ms,
+            text: args.text,
+            urgency: None,
+            origin: String::new(),
+            state: String::new(),
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ByName {
+    name: String,
+}
+
+/// No arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Nothing {}
+
 pub fn register(builder: ToolRegistryBuilder, watches: &WatchSet) -> ToolRegistryBuilder {
-    let create = watch_tool(ToolContract::write("watch_create", "Watch a directory: changes under it (debounced, bursts coalesced) come to you as events.", json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-                "path": {"type": "string", "description": "Absolute path"},
-                "recursive": {"type": "boolean"},
-                "include": {"type": "array", "items": {"type": "string"}, "description": "Globs, e.g. **/*.pdf"},
-                "exclude": {"type": "array", "items": {"type": "string"}},
-                "events": {"type": "array", "items": {"type": "string", "enum": ["create", "modify", "remove", "rename"]}},
-                "debounce_ms": {"type": "integer", "minimum": 10, "maximum": 600000},
-                "text": {"type": "string", "description": "What the event says before the list of changes"}
-            },
-            "required": ["name", "path"],
-            "additionalProperties": false
-        })).idempotent(true));
+    let create = watch_tool(
+        ToolContract::write(
+            "watch_create",
+            "Watch a directory: changes under it (debounced, bursts coalesced) come to you as events.",
+            steward_tools::args::schema::<CreateArgs>(),
+        )
+        .idempotent(true),
+    );
     let list = watch_tool(ToolContract::read_only(
         "watch_list",
         "List the file watches and their state.",
-        json!({"type": "object", "additionalProperties": false}),
+        steward_tools::args::schema::<Nothing>(),
     ));
-    let delete = watch_tool(ToolContract::write("watch_delete", "Delete a file watch made at run time.", json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false})).idempotent(true));
+    let delete = watch_tool(
+        ToolContract::write(
+            "watch_delete",
+            "Delete a file watch made at run time.",
+            steward_tools::args::schema::<ByName>(),
+        )
+        .idempotent(true),
+    );
     let handler = |op| WatchTool {
         op,
         watches: watches.clone(),
@@ -66,15 +140,18 @@ impl ToolHandler for WatchTool {
     fn call<'a>(&'a self, args: &'a Value, _ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let result = match self.op {
-                Op::Create => match serde_json::from_value::<WatchRow>(args.clone()) {
-                    Ok(row) => self.watches.create(row).map(|row| json!(row)),
-                    Err(e) => return ToolOutcome::error(format!("invalid watch: {e}")),
+                Op::Create => match steward_tools::args::parse::<CreateArgs>(args) {
+                    Ok(new) => self.watches.create(new.into()).map(|row| json!(row)),
+                    Err(refused) => return refused,
                 },
                 Op::List => Ok(json!({"watches": self.watches.list()})),
-                Op::Delete => {
-                    let name = args["name"].as_str().unwrap_or_default();
-                    self.watches.delete(name).map(|()| json!({"deleted": name}))
-                }
+                Op::Delete => match steward_tools::args::parse::<ByName>(args) {
+                    Ok(ByName { name }) => self
+                        .watches
+                        .delete(&name)
+                        .map(|()| json!({"deleted": name})),
+                    Err(refused) => return refused,
+                },
             };
             match result {
                 Ok(content) => ToolOutcome::ok(content),
