@@ -429,18 +429,18 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
 pub(crate) fn email_parts(
     config: &steward_config::EmailConfig,
 ) -> anyhow::Result<crate::channels::email::EmailParts> {
-    let account = crate::channels::email::account::Account::new(config.clone()).map_err(|e| {
-        ConfigProblem {
-            key: if format!("{e:#}").contains("ca_file") {
-                "email.ca_file".into()
-            } else {
-                match config.password {
-                    steward_config::SecretSource::Env(_) => "email.password_env".into(),
-                    steward_config::SecretSource::File(_) => "email.password_file".into(),
-                }
-            },
-            message: format!("{e:#}"),
-        }
+    use crate::channels::email::account::{Account, AccountError};
+    let account = Account::new(config.clone()).map_err(|e| ConfigProblem {
+        key: match (&e, &config.password) {
+            (AccountError::Tls(_), _) => "email.ca_file".into(),
+            (AccountError::Password(_), steward_config::SecretSource::Env(_)) => {
+                "email.password_env".into()
+            }
+            (AccountError::Password(_), steward_config::SecretSource::File(_)) => {
+                "email.password_file".into()
+            }
+        },
+        message: e.to_string(),
     })?;
     let mailer = crate::channels::email::outbound::Mailer::new(account.clone()).map_err(|e| {
         ConfigProblem {

@@ -65,7 +65,7 @@ impl Reloader {
                 info!("SIGHUP: no config file; nothing to reload");
                 Ok(Vec::new())
             }
-            Some(Err(e)) => Err(e.to_string()),
+            Some(Err(e)) => Err(anyhow::Error::from(e)),
             Some(Ok(loaded)) => self.apply(loaded.unwrap_or_default()).await,
         };
         match outcome {
@@ -74,6 +74,7 @@ impl Reloader {
                 restart_needed,
             }),
             Err(error) => {
+                let error = format!("{error:#}");
                 error!(%error, "SIGHUP: the config file is invalid; the running configuration stays");
                 self.status.set_config_state(ConfigState {
                     error: Some(error),
@@ -85,27 +86,22 @@ impl Reloader {
     }
 
     /// Checks everything first, then applies; returns the sections that need a restart.
-    async fn apply(&mut self, config: Config) -> Result<Vec<String>, String> {
-        crate::core::check_features(&config).map_err(|e| e.to_string())?;
-        let specs = cron_specs(&config).map_err(|e| e.to_string())?;
+    async fn apply(&mut self, config: Config) -> anyhow::Result<Vec<String>> {
+        crate::core::check_features(&config)?;
+        let specs = cron_specs(&config)?;
         let http_changed = self.live.http != config.http
             || self.live.webhook_routes != config.webhook_routes
             || self.live.senders != config.senders;
         if http_changed {
-            crate::core::read_route_secrets(&config).map_err(|e| e.to_string())?;
+            crate::core::read_route_secrets(&config)?;
         }
         #[cfg(feature = "email")]
         let new_email = match (&config.email, &self.email, self.live.email != config.email) {
-            (Some(email), Some(_), true) => {
-                Some(crate::core::email_parts(email).map_err(|e| format!("{e:#}"))?)
-            }
+            (Some(email), Some(_), true) => Some(crate::core::email_parts(email)?),
             _ => None,
         };
 
-        self.scheduler
-            .jobs
-            .reconcile(specs, chrono::Utc::now())
-            .map_err(|e| e.to_string())?;
+        self.scheduler.jobs.reconcile(specs, chrono::Utc::now())?;
         self.scheduler.changed.notify_one();
         self.watches.reload(&config.watch);
         self.pipeline
@@ -124,7 +120,7 @@ impl Reloader {
     /// Restarts the HTTP server with the new routes; if it cannot start, the previous one
     /// runs again and the reload is refused.
     #[cfg(feature = "http")]
-    async fn restart_http(&mut self, config: &Config) -> Result<(), String> {
+    async fn restart_http(&mut self, config: &Config) -> anyhow::Result<()> {
         use crate::channels::http;
         self.supervisor.stop(http::CHANNEL).await;
         match http::start(config, &self.supervisor, &self.owner, &self.data_dir).await {
@@ -144,7 +140,7 @@ impl Reloader {
                 {
                     error!(error = %format!("{again:#}"), "the previous HTTP server could not start again either");
                 }
-                Err(error)
+                Err(anyhow::anyhow!(error))
             }
         }
     }
@@ -155,7 +151,7 @@ impl Reloader {
         &mut self,
         parts: crate::channels::email::EmailParts,
         config: &Config,
-    ) -> Result<(), String> {
+    ) -> anyhow::Result<()> {
         use crate::channels::email;
         let Some(handle) = self.email.as_ref() else {
             return Ok(());
@@ -168,8 +164,7 @@ impl Reloader {
             &self.store,
             &self.data_dir,
             &self.pipeline,
-        )
-        .map_err(|e| format!("{e:#}"))?;
+        )?;
         info!("SIGHUP: the email channel restarted with the new account");
         self.live.email = config.email.clone();
         Ok(())

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 use crate::channels::ChannelHealth;
 use crate::channels::context::{ChannelContext, Settled, Shared};
@@ -76,7 +76,8 @@ impl Supervisor {
             .shared
             .status
             .set_channel(name, ChannelHealth::starting("starting"));
-        tasks.spawn(run(cx));
+        // Every log line of the channel, its own tasks' included, names it.
+        tasks.spawn(run(cx).instrument(tracing::info_span!("channel", channel = name)));
         // Closed now so that waiting ends once its tasks are done; a closed tracker still
         // takes the tasks the channel spawns later.
         tasks.close();

@@ -52,6 +52,13 @@ async fn a_log_follows_one_message_to_the_file_it_wrote() {
         })
         .unwrap_or_else(|| panic!("no `event stored` line for {event_id}: {lines:#?}"));
     assert_eq!(stored["fields"]["channel"], "user:socket", "{stored}");
+    // Logged inside the socket channel's span (its session is a task of the channel).
+    assert!(
+        stored["spans"].as_array().is_some_and(|spans| spans
+            .iter()
+            .any(|s| s["name"] == "channel" && s["channel"] == "user")),
+        "{stored}"
+    );
     let finished = lines
         .iter()
         .find(|l| l["fields"]["message"] == "a tool call that changes something finished")

@@ -18,7 +18,7 @@ use steward_events::{Event, EventState};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 use super::health::{Backoff, ChannelHealth, pause};
 use super::submit::Submitter;
@@ -136,7 +136,7 @@ impl ChannelContext {
 
     /// Runs `task` as part of this channel: stopped with it and waited for when it stops.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tasks.spawn(task);
+        self.tasks.spawn(task.instrument(tracing::Span::current()));
     }
 
     /// The channel's task tracker, for parts that spawn on their own (an MCP connection).

@@ -44,41 +44,14 @@ impl Debug for Account {
 
 impl Account {
     /// Reads the password and the extra trust anchor; fails when either is missing.
-    pub fn new(config: EmailConfig) -> anyhow::Result<Self> {
-        let password = config
-            .password
-            .read()
-            .map_err(|reason| anyhow!("email password: {reason}"))?;
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let (extra_roots, extra_roots_pem) = match &config.ca_file {
-            Some(path) => {
-                use pki_types::pem::PemObject;
-                let pem = std::fs::read(path)
-                    .with_context(|| format!("email.ca_file {}", path.display()))?;
-                let certs = pki_types::CertificateDer::pem_slice_iter(&pem)
-                    .collect::<Result<Vec<_>, _>>()
-                    .with_context(|| format!("email.ca_file {} is not PEM", path.display()))?;
-                if certs.is_empty() {
-                    bail!("email.ca_file {} holds no certificate", path.display());
-                }
-                (certs, pem)
-            }
-            None => (Vec::new(), Vec::new()),
-        };
-        let verifier =
-            rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())
-                .context("cannot set up TLS certificate verification")?;
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .context("TLS setup")?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
+    pub fn new(config: EmailConfig) -> Result<Self, AccountError> {
+        let password = config.password.read().map_err(AccountError::Password)?;
+        let tls = tls_config(&config).map_err(AccountError::Tls)?;
         Ok(Self {
             config: Arc::new(config),
             password,
-            tls: Arc::new(tls),
-            extra_roots_pem,
+            tls: Arc::new(tls.0),
+            extra_roots_pem: tls.1,
         })
     }
 
@@ -163,4 +136,44 @@ pub async fn bounded<T, E: std::fmt::Display>(
         Ok(Err(e)) => Err(anyhow!("IMAP {what}: {e}")),
         Err(_) => Err(anyhow!("IMAP {what}: no answer within {COMMAND_TIMEOUT:?}")),
     }
+}
+
+/// Why an account cannot be used: its password, or its TLS trust (`email.ca_file`).
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("email password: {0}")]
+    Password(String),
+    #[error("{0:#}")]
+    Tls(anyhow::Error),
+}
+
+/// The TLS client setup: the system's roots plus `email.ca_file`, and that file's PEM
+/// (for the SMTP client).
+fn tls_config(config: &EmailConfig) -> anyhow::Result<(rustls::ClientConfig, Vec<u8>)> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let (extra_roots, extra_roots_pem) = match &config.ca_file {
+        Some(path) => {
+            use pki_types::pem::PemObject;
+            let pem =
+                std::fs::read(path).with_context(|| format!("email.ca_file {}", path.display()))?;
+            let certs = pki_types::CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("email.ca_file {} is not PEM", path.display()))?;
+            if certs.is_empty() {
+                bail!("email.ca_file {} holds no certificate", path.display());
+            }
+            (certs, pem)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())
+            .context("cannot set up TLS certificate verification")?;
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS setup")?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    Ok((tls, extra_roots_pem))
 }
