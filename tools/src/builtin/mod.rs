@@ -17,6 +17,7 @@ mod web_fetch;
 
 pub use fs_search::glob_match;
 pub use memory::register_memory;
+pub use tool_search::unwrap_call_tool;
 
 use crate::registry::ToolRegistryBuilder;
 
