@@ -25,7 +25,8 @@ pub struct Confirmations {
     pub pipeline: ToolPipeline,
     pub files: Arc<FileAccess>,
     pub inbox: Arc<Inbox>,
-    pub replies: crate::replies::ReplyHub,
+    /// Where the outcome of each request is queued for the owner.
+    pub outbox: crate::owner::outbox::Outbox,
 }
 
 /// What an answer came to, for the client.
@@ -59,6 +60,10 @@ impl Confirmations {
         id: &str,
         edited_args: Option<Value>,
     ) -> Result<Answer, ConfirmError> {
+        let id = &match self.resolve(id)? {
+            Ok(id) => id,
+            Err(unknown) => return Ok(unknown),
+        };
         let action = match self.pending.get(id) {
             Ok(action) => action,
             Err(PendingError::NotFound(_)) => {
@@ -151,6 +156,10 @@ impl Confirmations {
     }
 
     pub async fn deny(&self, id: &str, reason: Option<String>) -> Result<Answer, ConfirmError> {
+        let id = &match self.resolve(id)? {
+            Ok(id) => id,
+            Err(unknown) => return Ok(unknown),
+        };
         let reason = reason.unwrap_or_else(|| "no reason given".to_owned());
         let answered = match self.pending.transition(id, PendingState::Pending, |a| {
             a.state = PendingState::Denied;
@@ -206,6 +215,18 @@ impl Confirmations {
         }
     }
 
+    /// The full id a (prefix of an) id names, or the answer that it names none.
+    fn resolve(&self, id: &str) -> Result<Result<String, Answer>, ConfirmError> {
+        match self.pending.resolve(id) {
+            Ok(full) => Ok(Ok(full)),
+            Err(PendingError::NotFound(_)) => {
+                Ok(Err(Answer::Unknown(format!("no pending action {id}"))))
+            }
+            Err(e @ PendingError::Ambiguous(_)) => Ok(Err(Answer::Unknown(e.to_string()))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn context(&self, action: &PendingAction) -> ExecutionContext {
         ExecutionContext {
             files: self.files.clone(),
@@ -215,13 +236,23 @@ impl Confirmations {
             mode: Mode::Normal,
             step_trust: Trust::Owner,
             idempotency_key: None,
-            owner: Arc::new(self.replies.clone()),
+            owner: Arc::new(self.outbox.clone()),
             cancel: CancellationToken::new(),
         }
     }
 
-    /// Puts what happened to an action into the trajectory, as a `system` event.
+    /// Puts what happened to an action into the trajectory, as a `system` event, and
+    /// queues it for the owner.
     async fn tell(&self, action: &PendingAction, text: String) -> Result<(), ConfirmError> {
+        let message = crate::owner::outbox::NewMessage {
+            text: text.clone(),
+            origin: action.origin_event,
+            pending_id: Some(action.id.clone()),
+            delivered_to: None,
+        };
+        self.outbox
+            .queue(crate::owner::outbox::MessageKind::Outcome, message)
+            .await?;
         let mut event = Event::new(
             Source::System,
             "system:confirmations",

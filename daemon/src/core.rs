@@ -28,6 +28,7 @@ use crate::channels::timer::jobs::JobStore;
 use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
+use crate::owner::outbox::Outbox;
 use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
@@ -201,6 +202,8 @@ pub struct Core {
     pub email: Option<crate::channels::email::EmailHandle>,
     /// The tool pipeline (the email channel reconciles its ledger).
     pub pipeline: ToolPipeline,
+    /// Everything meant for the owner, durable until delivered.
+    pub outbox: Outbox,
 }
 
 impl Core {
@@ -258,12 +261,13 @@ impl Core {
         let (pipeline, pending, interrupted_actions) =
             pipeline(config, &store, &data_dir, tools.clone())?;
         let replies = ReplyHub::default();
+        let outbox = Outbox::open(&store)?;
         let confirmations = Arc::new(Confirmations {
-            pending,
+            pending: pending.clone(),
             pipeline: pipeline.clone(),
             files: files.clone(),
             inbox: inbox.clone(),
-            replies: replies.clone(),
+            outbox: outbox.clone(),
         });
         let parts = DispatcherParts {
             inbox: &inbox,
@@ -271,6 +275,8 @@ impl Core {
             status: &status,
             replies: &replies,
             pipeline: &pipeline,
+            outbox: &outbox,
+            pending,
             files,
         };
         let dispatcher = dispatcher(config, parts)?;
@@ -289,6 +295,7 @@ impl Core {
             #[cfg(feature = "email")]
             email,
             pipeline,
+            outbox,
         })
     }
 
@@ -299,6 +306,7 @@ impl Core {
             status: self.status.clone(),
             replies: self.replies.clone(),
             confirmations: self.confirmations.clone(),
+            outbox: self.outbox.clone(),
         }
     }
 }
@@ -371,6 +379,8 @@ struct DispatcherParts<'a> {
     status: &'a Arc<StatusBoard>,
     replies: &'a ReplyHub,
     pipeline: &'a ToolPipeline,
+    outbox: &'a Outbox,
+    pending: PendingStore,
     files: Arc<FileAccess>,
 }
 
@@ -382,6 +392,8 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         status,
         replies,
         pipeline,
+        outbox,
+        pending,
         files,
     } = parts;
     let brain: Arc<dyn Brain> = match config.model.provider {
@@ -394,6 +406,8 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         brain,
         pipeline: pipeline.clone(),
         replies: replies.clone(),
+        outbox: outbox.clone(),
+        pending,
         max_model_calls: config.dispatcher.max_steps_per_turn,
         files,
         usage: status.clone(),

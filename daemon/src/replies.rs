@@ -17,11 +17,6 @@ pub enum Announcement {
         events: Vec<EventId>,
         outcome: StepEnd,
     },
-    /// A message for the owner from `notify_owner`.
-    Notice {
-        text: String,
-        origin: Option<EventId>,
-    },
     /// The outcome of a tool call asked for directly (`steward tools call`).
     ToolResult {
         origin: EventId,
@@ -46,16 +41,5 @@ impl ReplyHub {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Announcement> {
         self.0.subscribe()
-    }
-}
-
-impl steward_tools::OwnerChannel for ReplyHub {
-    fn notify(&self, text: &str, origin: Option<EventId>) -> usize {
-        self.0
-            .send(Announcement::Notice {
-                text: text.to_owned(),
-                origin,
-            })
-            .unwrap_or(0)
     }
 }

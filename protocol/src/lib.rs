@@ -31,7 +31,7 @@ use steward_events::{EventId, Source, StepEnd, TokenUsage, TrajectoryItem, Urgen
 pub mod client;
 mod rows;
 
-pub use rows::{JobRow, MissedPolicy, NewJob, Origin, WatchRow};
+pub use rows::{JobRow, MessageKind, MissedPolicy, NewJob, Origin, OwnerMessage, WatchRow};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -44,7 +44,17 @@ pub enum Request {
         #[serde(default)]
         wait: bool,
     },
-    Chat,
+    /// A chat session: owner messages are shown as they are queued, after the ones no
+    /// channel delivered yet — or, resuming, every one after `after`.
+    Chat {
+        #[serde(default)]
+        after: Option<u64>,
+    },
+    /// The owner outbox, as `Message` lines.
+    Outbox {
+        #[serde(default)]
+        limit: Option<usize>,
+    },
     Status,
     Events {
         #[serde(default)]
@@ -140,10 +150,10 @@ pub enum Response {
         text: String,
         reply_to: Vec<EventId>,
     },
-    /// A message for the owner (`notify_owner`), to every session that listens.
-    Notice {
-        text: String,
-        origin: Option<EventId>,
+    /// A message of the owner outbox (an answer to an event, a notice, a confirmation
+    /// request and its outcome, a problem), to every session that listens.
+    Message {
+        message: OwnerMessage,
     },
     /// The step (or lane) that handled these events has ended.
     StepEnded {

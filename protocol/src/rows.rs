@@ -2,11 +2,12 @@
 //! and `steward watch list` show (`--json` prints them as they are), and what `cron add`
 //! sends. The daemon checks a [`NewJob`] and a requested [`WatchRow`] before it uses them.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use steward_events::{ScheduledAction, Urgency};
+use steward_events::{EventId, ScheduledAction, Urgency};
 
 /// Where a job comes from: the config file, or made while running (the CLI, a tool).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,4 +107,59 @@ pub struct WatchRow {
 
 fn yes() -> bool {
     true
+}
+
+/// What an owner message is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// The answer to an event (a job, a watch, a webhook, mail, or the owner's own request).
+    Answer,
+    /// `notify_owner`.
+    Notice,
+    /// A new request for the owner's confirmation.
+    Confirmation,
+    /// What became of a confirmation request (ran, denied, expired).
+    Outcome,
+    /// Something the owner should know about the daemon (the model is unavailable, a step
+    /// failed).
+    Problem,
+}
+
+impl MessageKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answer => "answer",
+            Self::Notice => "notice",
+            Self::Confirmation => "confirmation",
+            Self::Outcome => "outcome",
+            Self::Problem => "problem",
+        }
+    }
+}
+
+/// One message of the owner outbox, as `steward outbox --json` and a chat show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnerMessage {
+    /// Grows with every message, across restarts.
+    pub id: u64,
+    pub at: DateTime<Utc>,
+    pub kind: MessageKind,
+    pub text: String,
+    /// The event it answers or came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<EventId>,
+    /// The pending action it asks about or reports on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_id: Option<String>,
+    /// Channel (`socket`, `http`, `email`) → when it was delivered there.
+    #[serde(default)]
+    pub delivered: BTreeMap<String, DateTime<Utc>>,
+}
+
+impl OwnerMessage {
+    /// Some channel handed it to the owner.
+    pub fn is_delivered(&self) -> bool {
+        !self.delivered.is_empty()
+    }
 }

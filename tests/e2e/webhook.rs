@@ -343,10 +343,25 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
         .await
         .unwrap();
     assert_eq!(stream.status(), 200);
-    let sent = client
+    // The daemon's own commands are answered at once, without a model or an event.
+    let help = client
         .post(format!("{base}/v1/messages"))
         .bearer_auth(&token)
         .body(r#"{"text":"/help"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(help.status(), 200);
+    let help: Value = serde_json::from_slice(&help.bytes().await.unwrap()).unwrap();
+    assert!(
+        help["reply"].as_str().is_some_and(|r| r.contains("/pending")),
+        "{help}"
+    );
+    assert_eq!(daemon.events().await.len(), 0, "no event for a command");
+    let sent = client
+        .post(format!("{base}/v1/messages"))
+        .bearer_auth(&token)
+        .body(r#"{"text":"hello"}"#)
         .send()
         .await
         .unwrap();
@@ -367,7 +382,7 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
             .unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    assert!(seen.contains("Commands:"), "{seen}");
+    assert!(seen.contains("No model is configured"), "{seen}");
 
     // A pending action confirmed over HTTP runs once.
     let args = json!({"method": "POST", "url": format!("http://127.0.0.1:{}/order", recorder.port), "body": "tea"});

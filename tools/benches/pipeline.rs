@@ -142,7 +142,11 @@ fn main() {
 struct Silent;
 
 impl steward_tools::OwnerChannel for Silent {
-    fn notify(&self, _text: &str, _origin: Option<steward_events::EventId>) -> usize {
-        0
+    fn notify<'a>(
+        &'a self,
+        _text: &'a str,
+        _origin: Option<steward_events::EventId>,
+    ) -> steward_tools::OwnerFuture<'a> {
+        Box::pin(async { Ok(0) })
     }
 }

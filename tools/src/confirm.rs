@@ -56,6 +56,8 @@ pub enum PendingError {
     Corrupt(#[from] serde_json::Error),
     #[error("no pending action {0}")]
     NotFound(String),
+    #[error("{0} is the start of more than one pending action's id; give more of it")]
+    Ambiguous(String),
 }
 
 #[derive(Clone, Debug)]
@@ -133,6 +135,26 @@ impl PendingStore {
             .list()?
             .into_iter()
             .find(|a| !token.is_empty() && a.token.eq_ignore_ascii_case(token)))
+    }
+
+    /// The full id `id` names: itself, or the one id it is a prefix of (six characters at
+    /// least: what people are shown).
+    pub fn resolve(&self, id: &str) -> Result<String, PendingError> {
+        if self.tree.contains_key(id.as_bytes())? {
+            return Ok(id.to_owned());
+        }
+        if id.chars().count() < 6 {
+            return Err(PendingError::NotFound(id.to_owned()));
+        }
+        let mut matches = self.tree.scan_prefix(id.as_bytes()).keys();
+        let first = match matches.next() {
+            Some(key) => key?,
+            None => return Err(PendingError::NotFound(id.to_owned())),
+        };
+        if matches.next().is_some() {
+            return Err(PendingError::Ambiguous(id.to_owned()));
+        }
+        Ok(String::from_utf8_lossy(&first).into_owned())
     }
 
     pub fn get(&self, id: &str) -> Result<PendingAction, PendingError> {

@@ -9,10 +9,16 @@ use tokio_util::sync::CancellationToken;
 use crate::files::FileAccess;
 use crate::policy::Mode;
 
-/// Where messages for the owner go (the daemon's connected sessions).
+/// What queueing a message for the owner comes to: its id in the owner outbox, or why it
+/// could not be stored.
+pub type OwnerFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, String>> + Send + 'a>>;
+
+/// Where messages for the owner go: the daemon's durable owner outbox, which delivers them
+/// on every owner channel.
 pub trait OwnerChannel: Send + Sync + std::fmt::Debug {
-    /// Delivers `text`; returns how many of the owner's sessions received it.
-    fn notify(&self, text: &str, origin: Option<EventId>) -> usize;
+    /// Queues `text` durably; its id in the outbox.
+    fn notify<'a>(&'a self, text: &'a str, origin: Option<EventId>) -> OwnerFuture<'a>;
 }
 
 #[derive(Clone, Debug)]

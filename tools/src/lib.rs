@@ -31,7 +31,7 @@ pub mod search;
 pub mod selection;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
-pub use context::{ExecutionContext, OwnerChannel};
+pub use context::{ExecutionContext, OwnerChannel, OwnerFuture};
 pub use contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource, ToolSpec};
 pub use error::ToolError;
 pub use handler::{Safety, ToolFuture, ToolHandler};

@@ -44,6 +44,8 @@ pub struct Shared {
     pub status: Arc<StatusBoard>,
     pub replies: ReplyHub,
     pub confirmations: Arc<Confirmations>,
+    /// Everything meant for the owner (see [`crate::owner::outbox`]).
+    pub outbox: crate::owner::outbox::Outbox,
 }
 
 #[derive(Clone, Debug)]
@@ -127,6 +129,11 @@ impl ChannelContext {
 
     pub fn confirmations(&self) -> &Arc<Confirmations> {
         &self.shared.confirmations
+    }
+
+    /// The owner outbox: what a channel that reaches the owner delivers.
+    pub fn outbox(&self) -> &crate::owner::outbox::Outbox {
+        &self.shared.outbox
     }
 
     /// Cancelled when the channel is to stop (daemon shutdown, a reload, a deleted watch).

@@ -284,6 +284,36 @@ pub async fn watches(ctx: &Context, json: bool) -> Result<ExitCode, ClientError>
     .await
 }
 
+/// `steward outbox`: each owner message with when, what, where it was delivered.
+pub async fn outbox(
+    ctx: &Context,
+    json: bool,
+    limit: Option<usize>,
+) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::Outbox { limit }, |response| {
+        if let Response::Message { message } = response {
+            if json {
+                json_line(&message);
+            } else {
+                let delivered: Vec<&str> = message.delivered.keys().map(String::as_str).collect();
+                out!(
+                    "#{:<5} {} {:<12} {:<14} {}",
+                    message.id,
+                    message.at.format("%Y-%m-%d %H:%M:%S"),
+                    message.kind.as_str(),
+                    if delivered.is_empty() {
+                        "not delivered".to_owned()
+                    } else {
+                        delivered.join(",")
+                    },
+                    message.text.lines().next().unwrap_or_default()
+                );
+            }
+        }
+    })
+    .await
+}
+
 pub async fn rotate_token(ctx: &Context) -> Result<ExitCode, ClientError> {
     stream(ctx, Request::RotateToken, |response| {
         if let Response::Token { token } = response {

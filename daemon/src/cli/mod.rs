@@ -120,6 +120,16 @@ enum Command {
         #[command(subcommand)]
         command: CronCommandArgs,
     },
+    /// Messages for the owner (answers, notices, confirmation requests and outcomes) and
+    /// where each was delivered
+    Outbox {
+        /// JSON Lines, one owner message each
+        #[arg(long)]
+        json: bool,
+        /// Only the newest N
+        #[arg(long)]
+        limit: Option<usize>,
+    },
     /// File watches
     Watch {
         #[command(subcommand)]
@@ -528,6 +538,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
             command: WatchCommandArgs::List { json },
         } => client_command(listing::watches(&ctx, json)),
         Command::Pending { json } => client_command(actions::pending(&ctx, json)),
+        Command::Outbox { json, limit } => client_command(listing::outbox(&ctx, json, limit)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))
         }

@@ -103,7 +103,7 @@ fn report_step_end(outcome: &StepEnd) {
 /// steps of the messages sent to end, then exits.
 pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
     let mut client = Client::connect(&ctx.socket_path()).await?;
-    client.request(&Request::Chat).await?;
+    client.request(&Request::Chat { after: None }).await?;
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut input_open = true;
     let mut outstanding: HashSet<EventId> = HashSet::new();
@@ -134,7 +134,7 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                     eprintln!("(rejected: {reason})");
                 }
                 Some(Response::Reply { text, .. }) => out!("{text}"),
-                Some(Response::Notice { text, .. }) => out!("(notice) {text}"),
+                Some(Response::Message { message }) => out!("{}", owner_line(&message)),
                 Some(Response::Action { action }) => {
                     unacknowledged = unacknowledged.saturating_sub(1);
                     out!("action {} ({}): {}", action.id, action.tool, action.state);
@@ -152,5 +152,14 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                 Some(_) => {}
             },
         }
+    }
+}
+
+/// An owner message as a chat shows it: an answer as it is, anything else marked with
+/// what it is (`(notice) …`, `(confirmation) …`).
+pub fn owner_line(message: &steward_protocol::OwnerMessage) -> String {
+    match message.kind {
+        steward_protocol::MessageKind::Answer => message.text.clone(),
+        kind => format!("({}) {}", kind.as_str(), message.text),
     }
 }

@@ -303,10 +303,18 @@ impl Dispatcher {
         let wait = std::time::Duration::from_secs((1u64 << failures.min(6)).min(60));
         warn!(step = running.step, failures, wait_secs = wait.as_secs(), error = %error, "deferring the step");
         if self.status.brain_degraded(&error) {
-            self.replies.announce(Announcement::Notice {
-                text: format!("The model is unavailable ({error}). Your messages are kept and will be answered when it is back."),
+            let waiting = self.inbox.pending_count();
+            let message = crate::owner::outbox::NewMessage {
+                text: format!(
+                    "The model is unavailable ({error}); {waiting} events wait and will be answered when it is back."
+                ),
                 origin: running.events.first().map(|e| e.id),
-            });
+                ..Default::default()
+            };
+            self.steps
+                .outbox
+                .queue(crate::owner::outbox::MessageKind::Problem, message)
+                .await?;
         }
         at.deferred = Some(DeferredStep {
             events: running.events,

@@ -10,8 +10,9 @@
 use std::sync::Arc;
 
 use steward_events::{
-    Event, ItemKind, Payload, ToolCallRequest, ToolOutcome, TrajectoryItem, Trust,
+    Event, ItemKind, Payload, ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryItem, Trust,
 };
+use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
 use steward_tools::policy::Mode;
 use steward_tools::{ExecutionContext, ToolPipeline};
@@ -20,6 +21,7 @@ use tracing::{info, warn};
 
 use super::context::{ContextView, TokenEstimator};
 use crate::brain::{Brain, BrainInput, new_call_id, prompt};
+use crate::owner::outbox::{MessageKind, NewMessage, Outbox};
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
 use steward_events::StepEnd;
@@ -30,6 +32,11 @@ pub struct StepRunner {
     pub brain: Arc<dyn Brain>,
     pub pipeline: ToolPipeline,
     pub replies: ReplyHub,
+    /// Where answers the owner did not ask for in a session, and requests for
+    /// confirmation, are queued for the owner.
+    pub outbox: Outbox,
+    /// The requests for confirmation (their short ids are unique among these).
+    pub pending: PendingStore,
     /// Model calls in one turn (`dispatcher.max_steps_per_turn`).
     pub max_model_calls: u32,
     pub files: Arc<FileAccess>,
@@ -187,7 +194,15 @@ impl StepRunner {
             flush.wait().await?;
             for message in turn.messages {
                 *last_message = Some(message.text.clone());
-                self.say(trajectory, step, view, message.text, message.reply_to)?;
+                self.say(
+                    trajectory,
+                    step,
+                    view,
+                    events,
+                    message.text,
+                    message.reply_to,
+                )
+                .await?;
             }
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
@@ -205,7 +220,8 @@ impl StepRunner {
             self.max_model_calls
         );
         let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
-        self.say(trajectory, step, view, text, reply_to)?;
+        self.say(trajectory, step, view, events, text, reply_to)
+            .await?;
         Ok(StepEnd::Completed)
     }
 
@@ -229,17 +245,19 @@ impl StepRunner {
                 .max_by_key(|t| trust_rank(*t))
                 .unwrap_or(Trust::Owner),
             idempotency_key: None,
-            owner: Arc::new(self.replies.clone()),
+            owner: Arc::new(self.outbox.clone()),
             cancel: cancel.clone(),
         }
     }
 
-    /// Records an answer in the trajectory and announces it to whoever waits.
-    fn say(
+    /// Records an answer in the trajectory, announces it to whoever waits, and queues it
+    /// for the owner (already delivered where the owner asked for it in a session).
+    async fn say(
         &self,
         trajectory: &Trajectory,
         step: u64,
         view: &mut ContextView,
+        events: &[Event],
         text: String,
         reply_to: Vec<steward_events::EventId>,
     ) -> Result<(), StepError> {
@@ -250,8 +268,63 @@ impl StepRunner {
                 reply_to: reply_to.clone(),
             },
         )?);
+        let answered: Vec<&Event> = events
+            .iter()
+            .filter(|e| reply_to.is_empty() || reply_to.contains(&e.id))
+            .collect();
+        let message = NewMessage {
+            text: text.clone(),
+            origin: answered.first().map(|e| e.id),
+            pending_id: None,
+            delivered_to: crate::owner::notices::asked_through(&answered),
+        };
         self.replies
             .announce(Announcement::Reply { text, reply_to });
+        self.outbox.queue(MessageKind::Answer, message).await?;
+        Ok(())
+    }
+
+    /// Queues a request for the owner's confirmation for each call that waits for one.
+    async fn ask_owner(
+        &self,
+        calls: &[ToolCallRequest],
+        outcomes: &[ToolOutcome],
+    ) -> Result<(), StepError> {
+        for (call, outcome) in calls.iter().zip(outcomes) {
+            if outcome.status != ToolStatus::Pending {
+                continue;
+            }
+            let Some(id) = outcome.content["pending_id"].as_str() else {
+                continue;
+            };
+            let Ok(action) = self.pending.get(id) else {
+                continue;
+            };
+            let ids: Vec<String> = self
+                .pending
+                .list()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|a| a.id)
+                .collect();
+            let others: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let short = crate::owner::notices::short_id(&action.id, &others);
+            let text = crate::owner::notices::confirmation_request(
+                &call.tool,
+                &action.preview,
+                short,
+                action.expires_at,
+            );
+            let message = NewMessage {
+                text,
+                origin: call.origin.or(action.origin_event),
+                pending_id: Some(action.id.clone()),
+                delivered_to: None,
+            };
+            self.outbox
+                .queue(MessageKind::Confirmation, message)
+                .await?;
+        }
         Ok(())
     }
 }
@@ -313,6 +386,7 @@ impl StepRunner {
                 },
             )?);
         }
+        self.ask_owner(calls, &outcomes).await?;
         Ok(outcomes)
     }
 }

@@ -13,7 +13,10 @@
 //! - Streaming (`--follow`, `wait`, SSE) stays in the transports: they read the same inbox
 //!   changes, trajectory appends and reply hub the service exposes.
 
+pub mod commands;
 pub mod message;
+pub mod notices;
+pub mod outbox;
 mod rows;
 pub mod token;
 
@@ -74,6 +77,9 @@ pub enum Sent {
     },
     /// It was `/confirm ID` or `/deny ID …`: the action as answered.
     Answered(Box<PendingRow>),
+    /// It was one of the daemon's own commands (`/help`, `/status`, `/pending`,
+    /// `/outbox`): its answer.
+    Said(String),
 }
 
 impl Sent {
@@ -131,6 +137,18 @@ impl OwnerApi {
         &self.shared.replies
     }
 
+    pub fn outbox(&self) -> &outbox::Outbox {
+        &self.shared.outbox
+    }
+
+    /// The newest `limit` owner messages with their delivery states.
+    pub fn outbox_list(
+        &self,
+        limit: Option<usize>,
+    ) -> Result<Vec<steward_protocol::OwnerMessage>, OwnerError> {
+        self.shared.outbox.list(limit).map_err(unavailable)
+    }
+
     pub fn status(&self) -> StatusReport {
         self.shared.status.report()
     }
@@ -145,29 +163,68 @@ impl OwnerApi {
         urgency: Option<Urgency>,
         shutdown: &CancellationToken,
     ) -> Result<Sent, OwnerError> {
-        let mut words = text.split_whitespace();
-        match (words.next(), words.next()) {
-            (Some("/confirm"), Some(id)) => {
-                return self
-                    .confirm(id, None)
-                    .await
-                    .map(|row| Sent::Answered(Box::new(row)));
-            }
-            (Some("/deny"), Some(id)) => {
-                let reason = words.collect::<Vec<_>>().join(" ");
-                let reason = (!reason.is_empty()).then_some(reason);
-                return self
-                    .deny(id, reason)
-                    .await
-                    .map(|row| Sent::Answered(Box::new(row)));
-            }
-            _ => {}
+        if let Some(command) = commands::parse(&text) {
+            return self.run_command(command).await;
         }
         self.submit(
             owner_event(door, Payload::Message { text }, urgency),
             shutdown,
         )
         .await
+    }
+
+    /// Answers one of the daemon's own commands (no model call).
+    async fn run_command(&self, command: commands::Command<'_>) -> Result<Sent, OwnerError> {
+        use commands::Command;
+        Ok(match command {
+            Command::Confirm(id) => Sent::Answered(Box::new(self.confirm(id, None).await?)),
+            Command::Deny(id, reason) => Sent::Answered(Box::new(self.deny(id, reason).await?)),
+            Command::Help => Sent::Said(commands::HELP.to_owned()),
+            Command::Status => Sent::Said(self.shared.status.summary()),
+            Command::Pending => Sent::Said(self.pending_text()?),
+            Command::Outbox => {
+                let lines: Vec<String> = self
+                    .outbox_list(Some(10))?
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "#{} {} {}: {}",
+                            m.id,
+                            m.at.format("%Y-%m-%d %H:%M"),
+                            m.kind.as_str(),
+                            m.text
+                        )
+                    })
+                    .collect();
+                Sent::Said(if lines.is_empty() {
+                    "No messages for you yet.".to_owned()
+                } else {
+                    lines.join("\n")
+                })
+            }
+        })
+    }
+
+    /// The actions waiting for the owner, one line each with its short id.
+    fn pending_text(&self) -> Result<String, OwnerError> {
+        let actions = self.shared.confirmations.list().map_err(unavailable)?;
+        let ids: Vec<&str> = actions.iter().map(|a| a.id.as_str()).collect();
+        let lines: Vec<String> = actions
+            .iter()
+            .filter(|a| a.state == steward_tools::confirm::PendingState::Pending)
+            .map(|a| {
+                let short = notices::short_id(&a.id, &ids);
+                format!(
+                    "{short} {}: {} (/confirm {short} · /deny {short})",
+                    a.tool, a.preview
+                )
+            })
+            .collect();
+        Ok(if lines.is_empty() {
+            "Nothing waits for your confirmation.".to_owned()
+        } else {
+            lines.join("\n")
+        })
     }
 
     /// Runs `tool` as the owner: the call becomes an event that the dispatcher runs through

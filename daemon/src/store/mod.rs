@@ -178,6 +178,11 @@ impl Store {
         Ok(self.db.open_tree("email")?)
     }
 
+    /// The tree of the owner outbox.
+    pub fn outbox_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("outbox")?)
+    }
+
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let ticket = self.note_write();

@@ -46,8 +46,10 @@ impl ToolHandler for NotifyOwner {
                 Err(refused) => return refused,
             };
             let text = text.as_str();
-            let sessions = ctx.owner.notify(text, ctx.origin_event);
-            ToolOutcome::ok(json!({ "delivered_to_sessions": sessions }))
+            match ctx.owner.notify(text, ctx.origin_event).await {
+                Ok(id) => ToolOutcome::ok(json!({ "queued": true, "message_id": id })),
+                Err(e) => ToolOutcome::error(format!("the message could not be queued: {e}")),
+            }
         })
     }
 }

@@ -312,8 +312,12 @@ async fn a_recorded_write_is_not_run_twice_for_the_same_event() {
 struct Silent;
 
 impl crate::OwnerChannel for Silent {
-    fn notify(&self, _text: &str, _origin: Option<steward_events::EventId>) -> usize {
-        0
+    fn notify<'a>(
+        &'a self,
+        _text: &'a str,
+        _origin: Option<steward_events::EventId>,
+    ) -> crate::OwnerFuture<'a> {
+        Box::pin(async { Ok(1) })
     }
 }
 

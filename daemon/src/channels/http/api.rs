@@ -145,6 +145,7 @@ async fn message(State(api): State<Api>, body: Bytes) -> Response {
             json!({"event_id": event_id, "rejected": reason}),
         ),
         Ok(Sent::Answered(action)) => answer(Ok(*action)),
+        Ok(Sent::Said(text)) => answer(Ok(json!({ "reply": text }))),
         Err(e) => answer::<()>(Err(e)),
     }
 }
@@ -216,10 +217,24 @@ async fn deny(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes)
     answer(api.owner.deny(&id, reason).await)
 }
 
-/// Replies, notices, step endings and tool results as they are announced.
-async fn stream(State(api): State<Api>) -> impl IntoResponse {
-    let receiver = api.owner.replies().subscribe();
-    let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
+/// Owner messages (`message`, with their outbox id as the event id) and replies, step
+/// endings and tool results as they are announced. A client that reconnects with
+/// `Last-Event-ID` is first given every owner message after that id.
+async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl IntoResponse {
+    let announced = api.owner.replies().subscribe();
+    let outbox = api.owner.outbox().clone();
+    let queued = outbox.subscribe();
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let backlog = match resume {
+        Some(id) => outbox.after(id).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let shown = backlog.last().map(|m| m.id).or(resume).unwrap_or(0);
+    let backlog = futures_util::stream::iter(backlog.into_iter().map(|m| Ok(message_event(&m))));
+    let announcements = futures_util::stream::unfold(announced, |mut receiver| async move {
         let event = match receiver.recv().await {
             Ok(announcement) => {
                 let (kind, data) = describe(announcement);
@@ -232,7 +247,49 @@ async fn stream(State(api): State<Api>) -> impl IntoResponse {
         };
         Some((Ok::<_, std::convert::Infallible>(event), receiver))
     });
+    let caught_up = std::collections::VecDeque::new();
+    let live = futures_util::stream::unfold(
+        (queued, outbox, shown, caught_up),
+        |(mut receiver, outbox, mut shown, mut caught_up)| async move {
+            loop {
+                let message = match caught_up.pop_front() {
+                    Some(message) => message,
+                    None => match receiver.recv().await {
+                        Ok(message) => message,
+                        // Fell behind the broadcast: the outbox has what was missed.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            caught_up = outbox.after(shown).unwrap_or_default().into();
+                            continue;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    },
+                };
+                if message.id <= shown {
+                    continue;
+                }
+                shown = message.id;
+                if let Err(e) = outbox.delivered(message.id, HTTP).await {
+                    tracing::warn!(error = %e, "could not record a delivery");
+                }
+                let event = message_event(&message);
+                return Some((Ok(event), (receiver, outbox, shown, caught_up)));
+            }
+        },
+    );
+    use futures_util::StreamExt;
+    let events = backlog.chain(futures_util::stream::select(live, announcements));
     Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// The outbox's name for deliveries over the event stream.
+const HTTP: &str = "http";
+
+/// An owner message as a stream event: `message`, its id, its JSON.
+fn message_event(message: &steward_protocol::OwnerMessage) -> SseEvent {
+    SseEvent::default()
+        .event("message")
+        .id(message.id.to_string())
+        .data(json!(message).to_string())
 }
 
 /// An announcement as a stream event: its kind and its JSON.
@@ -240,9 +297,6 @@ fn describe(announcement: Announcement) -> (&'static str, Value) {
     match announcement {
         Announcement::Reply { text, reply_to } => {
             ("reply", json!({"text": text, "reply_to": reply_to}))
-        }
-        Announcement::Notice { text, origin } => {
-            ("notice", json!({"text": text, "origin": origin}))
         }
         Announcement::StepEnded { events, outcome } => {
             ("step_ended", json!({"events": events, "outcome": outcome}))

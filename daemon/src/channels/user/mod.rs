@@ -26,7 +26,10 @@ use crate::channels::ChannelHealth;
 use crate::channels::context::ChannelContext;
 use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
 use crate::replies::Announcement;
-use steward_protocol::{ChatLine, EventRow, Request, Response};
+use steward_protocol::{ChatLine, EventRow, OwnerMessage, Request, Response};
+
+/// The socket's name in the outbox's delivery records.
+const SOCKET: &str = "socket";
 
 /// The bound control socket and who may use it.
 #[derive(Debug)]
@@ -190,7 +193,12 @@ impl UserChannel {
                 }
                 s.write(&Response::End).await
             }
-            Request::Chat => self.chat(s, shutdown).await,
+            Request::Chat { after } => self.chat(after, s, shutdown).await,
+            Request::Outbox { limit } => {
+                let messages = owner.outbox_list(limit);
+                s.write_all(messages, |message| Response::Message { message })
+                    .await
+            }
             Request::Status => {
                 s.write(&Response::Status {
                     status: owner.status(),
@@ -320,8 +328,30 @@ impl UserChannel {
         s.write(&Response::End).await
     }
 
-    async fn chat(&self, s: &mut Session, shutdown: &CancellationToken) -> std::io::Result<()> {
+    /// A chat session: the owner's lines in, replies to them and every owner message out
+    /// (first those no channel delivered yet, or all after `after` when resuming).
+    async fn chat(
+        &self,
+        after: Option<u64>,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
         let mut announcements = self.owner.replies().subscribe();
+        let outbox = self.owner.outbox();
+        let mut queued = outbox.subscribe();
+        let backlog = match after {
+            Some(id) => outbox.after(id),
+            None => outbox.undelivered(),
+        };
+        let mut shown = after.unwrap_or(0);
+        match backlog {
+            Ok(messages) => {
+                for message in messages {
+                    shown = self.show(message, s).await?;
+                }
+            }
+            Err(e) => s.error(OwnerError::Unavailable(e.to_string())).await?,
+        }
         let mut mine = HashSet::new();
         loop {
             tokio::select! {
@@ -354,8 +384,36 @@ impl UserChannel {
                         }
                     }
                 }
+                message = queued.recv() => match message {
+                    // An answer already delivered here is the asking session's reply.
+                    Ok(message) if message.id > shown && !message.delivered.contains_key(SOCKET) => {
+                        shown = self.show(message, s).await?;
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => match outbox.after(shown) {
+                        Ok(missed) => {
+                            for message in missed {
+                                if !message.delivered.contains_key(SOCKET) {
+                                    shown = self.show(message, s).await?;
+                                }
+                            }
+                        }
+                        Err(e) => s.error(OwnerError::Unavailable(e.to_string())).await?,
+                    },
+                    Err(RecvError::Closed) => return Ok(()),
+                },
             }
         }
+    }
+
+    /// Shows an owner message and records it delivered on the socket; its id.
+    async fn show(&self, message: OwnerMessage, s: &mut Session) -> std::io::Result<u64> {
+        let id = message.id;
+        s.write(&Response::Message { message }).await?;
+        if let Err(e) = self.owner.outbox().delivered(id, SOCKET).await {
+            warn!(channel = "user", error = %e, message_id = id, "could not record a delivery");
+        }
+        Ok(id)
     }
 
     async fn events(
@@ -468,9 +526,6 @@ async fn forward(
             })
             .await?;
             return Ok(Some(events));
-        }
-        Ok(Announcement::Notice { text, origin }) => {
-            s.write(&Response::Notice { text, origin }).await?;
         }
         Ok(_) => {}
         Err(RecvError::Lagged(n)) => {
@@ -607,6 +662,13 @@ impl Session {
                 self.write(&Response::Rejected { event_id, reason }).await?
             }
             Ok(Sent::Answered(action)) => self.write(&Response::Action { action: *action }).await?,
+            Ok(Sent::Said(text)) => {
+                self.write(&Response::Reply {
+                    text,
+                    reply_to: Vec::new(),
+                })
+                .await?
+            }
             Err(e) => self.error(e).await?,
         }
         Ok(new_event)

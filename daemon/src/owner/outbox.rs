@@ -1,0 +1,233 @@
+//! The owner outbox (DESIGN.md §7): everything meant for the owner, kept durably with an id
+//! that only grows, and where it has been delivered.
+//!
+//! Decided here:
+//! - A message is stored (and flushed) before anyone is told it exists, so a `kill -9`
+//!   between queueing and delivery loses nothing: the next session replays it.
+//! - Delivery is recorded per channel (`socket`, `http`, `email`, later `matrix`, …): a
+//!   channel marks a message once it handed it to the owner. A session that connects is
+//!   given what no channel delivered yet (then what arrives live); a client that resumes
+//!   names the last id it saw and is given everything after it.
+//! - Answers to the owner's own interactive requests are kept too, already delivered to the
+//!   channel that asked (the asking session shows them as its reply), so they are never
+//!   shown twice.
+//! - Ids come from a counter stored with the messages (the highest id + 1 at open), so they
+//!   grow across restarts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::Utc;
+use steward_events::EventId;
+pub use steward_protocol::{MessageKind, OwnerMessage};
+use tokio::sync::broadcast;
+
+use crate::store::{Store, StoreError};
+
+/// A message to queue (the outbox gives it its id and time).
+#[derive(Clone, Debug, Default)]
+pub struct NewMessage {
+    pub text: String,
+    pub origin: Option<EventId>,
+    pub pending_id: Option<String>,
+    /// Already delivered there (the session that asked shows its own answer).
+    pub delivered_to: Option<&'static str>,
+}
+
+/// The outbox. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    tree: sled::Tree,
+    next: AtomicU64,
+    queued: broadcast::Sender<OwnerMessage>,
+}
+
+impl Outbox {
+    pub fn open(store: &Store) -> Result<Self, StoreError> {
+        let tree = store.outbox_tree()?;
+        let last = match tree.last()? {
+            Some((key, _)) => id_of(&key),
+            None => 0,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store: store.clone(),
+                tree,
+                next: AtomicU64::new(last + 1),
+                queued: broadcast::channel(1024).0,
+            }),
+        })
+    }
+
+    /// Stores a message durably, then tells whoever listens; returns it with its id.
+    pub async fn queue(
+        &self,
+        kind: MessageKind,
+        message: NewMessage,
+    ) -> Result<OwnerMessage, StoreError> {
+        let now = Utc::now();
+        let queued = OwnerMessage {
+            id: self.inner.next.fetch_add(1, Ordering::SeqCst),
+            at: now,
+            kind,
+            text: message.text,
+            origin: message.origin,
+            pending_id: message.pending_id,
+            delivered: message
+                .delivered_to
+                .map(|channel| BTreeMap::from([(channel.to_owned(), now)]))
+                .unwrap_or_default(),
+        };
+        self.inner
+            .tree
+            .insert(queued.id.to_be_bytes(), crate::store::encode(&queued)?)?;
+        self.inner.store.flush().await?;
+        let _ = self.inner.queued.send(queued.clone());
+        Ok(queued)
+    }
+
+    /// Messages as they are queued (after [`Self::undelivered`] or [`Self::after`] for what
+    /// came before: subscribe first, then read, and skip ids already seen).
+    pub fn subscribe(&self) -> broadcast::Receiver<OwnerMessage> {
+        self.inner.queued.subscribe()
+    }
+
+    /// Every message after `id`, oldest first.
+    pub fn after(&self, id: u64) -> Result<Vec<OwnerMessage>, StoreError> {
+        self.inner
+            .tree
+            .range((id + 1).to_be_bytes()..)
+            .values()
+            .map(|bytes| crate::store::decode("outbox", &bytes?))
+            .collect()
+    }
+
+    /// Messages no channel delivered yet, oldest first.
+    pub fn undelivered(&self) -> Result<Vec<OwnerMessage>, StoreError> {
+        Ok(self
+            .after(0)?
+            .into_iter()
+            .filter(|m| !m.is_delivered())
+            .collect())
+    }
+
+    /// The newest `limit` messages (all when `None`), oldest first.
+    pub fn list(&self, limit: Option<usize>) -> Result<Vec<OwnerMessage>, StoreError> {
+        let mut newest: Vec<OwnerMessage> = self
+            .inner
+            .tree
+            .iter()
+            .rev()
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|item| crate::store::decode("outbox", &item?.1))
+            .collect::<Result<_, _>>()?;
+        newest.reverse();
+        Ok(newest)
+    }
+
+    /// Records that `channel` delivered message `id` (the first delivery there counts).
+    pub async fn delivered(&self, id: u64, channel: &str) -> Result<(), StoreError> {
+        let key = id.to_be_bytes();
+        let Some(bytes) = self.inner.tree.get(key)? else {
+            return Ok(());
+        };
+        let mut message: OwnerMessage = crate::store::decode("outbox", &bytes)?;
+        if message.delivered.contains_key(channel) {
+            return Ok(());
+        }
+        message.delivered.insert(channel.to_owned(), Utc::now());
+        self.inner
+            .tree
+            .insert(key, crate::store::encode(&message)?)?;
+        self.inner.store.flush().await
+    }
+}
+
+fn id_of(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    for (slot, byte) in bytes.iter_mut().zip(key) {
+        *slot = *byte;
+    }
+    u64::from_be_bytes(bytes)
+}
+
+impl steward_tools::OwnerChannel for Outbox {
+    fn notify<'a>(
+        &'a self,
+        text: &'a str,
+        origin: Option<EventId>,
+    ) -> steward_tools::OwnerFuture<'a> {
+        Box::pin(async move {
+            let message = NewMessage {
+                text: text.to_owned(),
+                origin,
+                ..NewMessage::default()
+            };
+            self.queue(MessageKind::Notice, message)
+                .await
+                .map(|queued| queued.id)
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn ids_grow_across_a_reopen_and_delivery_is_recorded_per_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let outbox = Outbox::open(&store).unwrap();
+        let note = |text: &str| NewMessage {
+            text: text.into(),
+            ..NewMessage::default()
+        };
+        let first = outbox
+            .queue(MessageKind::Notice, note("one"))
+            .await
+            .unwrap();
+        let second = outbox
+            .queue(MessageKind::Answer, note("two"))
+            .await
+            .unwrap();
+        assert!(second.id > first.id);
+        outbox.delivered(first.id, "socket").await.unwrap();
+        outbox.delivered(first.id, "socket").await.unwrap();
+        let undelivered: Vec<u64> = outbox.undelivered().unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(undelivered, vec![second.id]);
+        drop(outbox);
+        let reopened = Outbox::open(&store).unwrap();
+        let third = reopened
+            .queue(MessageKind::Notice, note("three"))
+            .await
+            .unwrap();
+        assert!(third.id > second.id, "{} after {}", third.id, second.id);
+        let after: Vec<u64> = reopened
+            .after(first.id)
+            .unwrap()
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(after, vec![second.id, third.id]);
+        let listed = reopened.list(Some(2)).unwrap();
+        assert_eq!(
+            listed.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            ["two", "three"]
+        );
+        assert!(listed[0].delivered.is_empty());
+        assert!(
+            reopened.after(0).unwrap()[0]
+                .delivered
+                .contains_key("socket")
+        );
+    }
+}
