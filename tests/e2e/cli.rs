@@ -420,7 +420,11 @@ fn notify_owner_reaches_a_chat_session() {
     let out = stdout(&output);
     assert!(out.contains("(notice) the build is green"), "{out}");
     assert!(out.contains(r#""queued":true"#), "{out}");
-    assert_eq!(out.matches("the build is green").count(), 1, "shown once: {out}");
+    assert_eq!(
+        out.matches("the build is green").count(),
+        1,
+        "shown once: {out}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod mail;
 mod mail_corpus;
 mod mcp;
 mod model;
+mod outbox;
 mod scripted_model;
 mod service;
 mod shell;

@@ -26,7 +26,7 @@ fn usage_and_done() -> String {
     format!("data: {usage}\n\ndata: [DONE]\n\n")
 }
 
-fn config(port: u16) -> String {
+pub(crate) fn config(port: u16) -> String {
     format!(
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"scripted\"\ntimeout_secs = 10\n"
     )
@@ -213,7 +213,7 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
     );
 }
 
-fn text_answer(text: &str) -> String {
+pub(crate) fn text_answer(text: &str) -> String {
     sse(&[
         chunk(json!({"role": "assistant", "content": text}), None),
         chunk(json!({}), Some("stop")),
@@ -321,7 +321,7 @@ async fn a_confirmed_action_reaches_the_model_and_the_prefix_never_changes() {
     }
 }
 
-fn one_call(id: &str, tool: &str, args: Value) -> String {
+pub(crate) fn one_call(id: &str, tool: &str, args: Value) -> String {
     sse(&[
         chunk(json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function",
             "function": {"name": tool, "arguments": args.to_string()}}]}), None),

@@ -354,7 +354,9 @@ async fn the_owner_api_sends_streams_and_confirms_with_its_token() {
     assert_eq!(help.status(), 200);
     let help: Value = serde_json::from_slice(&help.bytes().await.unwrap()).unwrap();
     assert!(
-        help["reply"].as_str().is_some_and(|r| r.contains("/pending")),
+        help["reply"]
+            .as_str()
+            .is_some_and(|r| r.contains("/pending")),
         "{help}"
     );
     assert_eq!(daemon.events().await.len(), 0, "no event for a command");

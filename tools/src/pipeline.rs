@@ -289,10 +289,6 @@ impl ToolPipeline {
         if let Safety::Confirm(reason) = safety {
             decision = match decision {
                 deny @ Decision::Deny { .. } => deny,
-                _ if !ctx.trajectory.is_main() => Decision::Deny {
-                    reason: format!("{reason}; a side lane cannot ask for confirmation"),
-                    policy_id: "lane.no_confirm".into(),
-                },
                 _ => Decision::Confirm { reason },
             };
         }

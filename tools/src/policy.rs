@@ -4,8 +4,9 @@
 //!
 //! Order of precedence (first that applies wins, except that taint can only tighten):
 //! 1. plan mode runs only `read_only` tools;
-//! 2. a side lane runs only lane-allowed tools, never writes memory, and cannot ask the owner
-//!    (what would need confirmation is refused there instead);
+//! 2. a side lane runs only lane-allowed tools and never writes memory; what needs the
+//!    owner's confirmation asks as in the main trajectory (the request reaches the owner
+//!    through the owner outbox, wherever they are);
 //! 3. the first configured rule matching the tool (`name`, `group:…` or `*`);
 //! 4. defaults: read-only and idempotent writes run; non-idempotent tools and system changes
 //!    need confirmation;
@@ -145,15 +146,6 @@ pub fn decide(input: PolicyInput<'_>) -> Decision {
                 c.name
             ),
         };
-    }
-    if input.in_lane && matches!(decision, Decision::Confirm { .. }) {
-        return deny(
-            format!(
-                "`{}` would need confirmation, and a side lane cannot ask",
-                c.name
-            ),
-            "lane.no_confirm",
-        );
     }
     decision
 }
@@ -391,13 +383,13 @@ mod tests {
                 Want::Deny("lane.memory"),
             ),
             (
-                "lane: cannot ask",
+                "lane: asks the owner",
                 &post,
                 Mode::Normal,
                 true,
                 Owner,
                 &[],
-                Want::Deny("lane.no_confirm"),
+                Want::Confirm,
             ),
             (
                 "lane: allowed write runs for the owner",
@@ -409,13 +401,13 @@ mod tests {
                 Want::Allow,
             ),
             (
-                "lane: tainted write cannot ask",
+                "lane: a tainted write asks",
                 &lane_write,
                 Mode::Normal,
                 true,
                 Untrusted,
                 &[],
-                Want::Deny("lane.no_confirm"),
+                Want::Confirm,
             ),
             (
                 "lane: rule allow still works",

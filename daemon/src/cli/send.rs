@@ -108,8 +108,10 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
     let mut input_open = true;
     let mut outstanding: HashSet<EventId> = HashSet::new();
     let mut unacknowledged = 0usize;
+    // The daemon first shows what waited for the owner, then says `end`.
+    let mut caught_up = false;
     loop {
-        if !input_open && outstanding.is_empty() && unacknowledged == 0 {
+        if caught_up && !input_open && outstanding.is_empty() && unacknowledged == 0 {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::select! {
@@ -135,6 +137,7 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
                 }
                 Some(Response::Reply { text, .. }) => out!("{text}"),
                 Some(Response::Message { message }) => out!("{}", owner_line(&message)),
+                Some(Response::End) => caught_up = true,
                 Some(Response::Action { action }) => {
                     unacknowledged = unacknowledged.saturating_sub(1);
                     out!("action {} ({}): {}", action.id, action.tool, action.state);

@@ -352,6 +352,8 @@ impl UserChannel {
             }
             Err(e) => s.error(OwnerError::Unavailable(e.to_string())).await?,
         }
+        // Caught up: what follows is live.
+        s.write(&Response::End).await?;
         let mut mine = HashSet::new();
         loop {
             tokio::select! {

@@ -1,0 +1,243 @@
+//! Reaching the owner: the owner outbox over the real binary — what no session saw is shown
+//! by the next chat once, also after `kill -9`; what fires while a chat is open is shown
+//! there once; requests for confirmation reach the chat and are answered from it; the
+//! daemon's own commands cost no model call.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::model::{config, one_call, text_answer};
+use crate::scripted_model::ScriptedModel;
+use crate::support::{BIN, TestDaemon, common_args, stdout};
+
+/// Runs `steward chat` until its input (none) is done and it caught up; its output.
+fn chat_once(daemon: &TestDaemon) -> String {
+    let output = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .arg("chat")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    stdout(&output)
+}
+
+fn outbox(daemon: &TestDaemon) -> Vec<Value> {
+    stdout(&daemon.cli(&["outbox", "--json"]))
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_notice_nobody_saw_is_shown_by_the_next_chat_once_even_after_kill_9() {
+    let daemon = TestDaemon::start();
+    let call = daemon.cli(&[
+        "tools",
+        "call",
+        "notify_owner",
+        "--args",
+        r#"{"text":"the backup finished"}"#,
+        "--json",
+    ]);
+    let line: Value = serde_json::from_str(stdout(&call).trim()).unwrap();
+    assert_eq!(line["result"]["queued"], true, "{line}");
+    let notices = |daemon: &TestDaemon| -> Vec<Value> {
+        outbox(daemon)
+            .into_iter()
+            .filter(|m| m["kind"] == "notice")
+            .collect()
+    };
+    let queued = notices(&daemon);
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0]["delivered"], json!({}), "nobody has seen it");
+
+    // Killed between queueing and delivery: the message is still there, once.
+    let daemon = daemon.crash_and_restart();
+    let first = chat_once(&daemon);
+    assert_eq!(
+        first.matches("(notice) the backup finished").count(),
+        1,
+        "{first}"
+    );
+    let second = chat_once(&daemon);
+    assert!(
+        !second.contains("the backup finished"),
+        "shown again: {second}"
+    );
+    let delivered = notices(&daemon);
+    assert!(
+        delivered[0]["delivered"]["socket"].is_string(),
+        "{delivered:?}"
+    );
+}
+
+/// An open `steward chat`: lines go in, its output is collected as it comes.
+struct OpenChat {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl OpenChat {
+    fn start(daemon: &TestDaemon) -> Self {
+        let mut child = Command::new(BIN)
+            .args(common_args(daemon.path()))
+            .arg("chat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn say(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{text}").unwrap();
+    }
+
+    /// Waits (at most 30 s) for a line containing `text`.
+    fn wait_for(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!("no line with {text:?}; the chat showed {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// Ends the chat; everything it showed.
+    fn finish(mut self) -> Vec<String> {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        self.seen.extend(self.lines.try_iter());
+        self.seen
+    }
+}
+
+#[test]
+fn a_reminder_set_through_the_model_in_an_open_chat_is_shown_there_when_it_fires_once() {
+    let model = ScriptedModel::start(
+        vec![
+            one_call(
+                "call_cron",
+                "cron_create",
+                json!({"name": "stretch", "schedule": "at +2s", "text": "Remind the owner to stretch."}),
+            ),
+            text_answer("I will remind you in two seconds."),
+            text_answer("Reminder: time to stretch!"),
+            text_answer("Noted."),
+            text_answer("Noted."),
+        ],
+        4096,
+    );
+    let daemon = TestDaemon::start_with(&config(model.port));
+    let mut chat = OpenChat::start(&daemon);
+    chat.say("in two seconds remind me to stretch");
+    chat.wait_for("I will remind you");
+    chat.wait_for("Reminder: time to stretch!");
+    // Whatever else the daemon does with the run, the reminder is not shown twice.
+    std::thread::sleep(Duration::from_secs(2));
+    let seen = chat.finish();
+    assert_eq!(
+        seen.iter()
+            .filter(|l| l.contains("Reminder: time to stretch!"))
+            .count(),
+        1,
+        "{seen:#?}"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|l| l.contains("I will remind you"))
+            .count(),
+        1,
+        "the answer to the owner's own line is shown once: {seen:#?}"
+    );
+}
+
+#[test]
+fn the_daemons_commands_make_no_model_call() {
+    let model = ScriptedModel::start(vec![text_answer("unused")], 4096);
+    let daemon = TestDaemon::start_with(&config(model.port));
+    for (command, says) in [
+        ("/help", "/pending"),
+        ("/status", "pending"),
+        ("/pending", "Nothing waits"),
+        ("/outbox", "No messages"),
+    ] {
+        let output = daemon.cli(&["send", command]);
+        assert!(output.status.success(), "{command}: {output:?}");
+        assert!(stdout(&output).contains(says), "{command}: {output:?}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(model.requests().is_empty(), "{:?}", model.requests());
+    assert_eq!(
+        stdout(&daemon.cli(&["events", "--json"])).lines().count(),
+        0,
+        "no event for a command"
+    );
+}
+
+#[test]
+fn a_confirmation_raised_by_a_cron_turn_is_answered_from_the_open_chat() {
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let post = one_call(
+        "call_post",
+        "http_request",
+        json!({"method": "POST", "url": format!("http://127.0.0.1:{}/water", recorder.port), "body": "on"}),
+    );
+    let model = ScriptedModel::start(
+        vec![
+            post,
+            text_answer("Asked the owner."),
+            text_answer("The plants are watered."),
+            text_answer("Noted."),
+            text_answer("Noted."),
+        ],
+        4096,
+    );
+    let daemon = TestDaemon::start_with(&format!(
+        "{}[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n\n[[cron]]\nname = \"water\"\nschedule = \"every 1h\"\ntext = \"Water the plants.\"\n",
+        config(model.port)
+    ));
+    let mut chat = OpenChat::start(&daemon);
+    assert!(daemon.cli(&["cron", "trigger", "water"]).status.success());
+    let request = chat.wait_for("(confirmation) http_request waits for your confirmation");
+    let line = chat.wait_for("/confirm ");
+    let id = line
+        .split("/confirm ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    assert!(
+        id.len() >= 6 && id.len() < 26,
+        "a short id: {id} ({request})"
+    );
+    assert!(recorder.seen().is_empty(), "nothing ran before the answer");
+    chat.say(&format!("/confirm {id}"));
+    chat.wait_for("(outcome)");
+    let seen = chat.finish();
+    assert_eq!(recorder.seen().len(), 1, "{seen:#?}");
+}
