@@ -30,6 +30,7 @@ pub struct Config {
     pub inbox: InboxConfig,
     pub dispatcher: DispatcherConfig,
     pub trajectory: TrajectoryConfig,
+    pub owner: OwnerConfig,
     pub lanes: LaneConfig,
     pub model: ModelConfig,
     pub urgency_rules: Vec<UrgencyRule>,
@@ -297,6 +298,16 @@ pub struct InboxConfig {
 pub struct DispatcherConfig {
     /// Model calls in one turn (a trajectory step) before it is ended with a message.
     pub max_steps_per_turn: u32,
+}
+
+/// `[owner]`: where the owner lives and how they are reached.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnerConfig {
+    /// `owner.timezone` (checked by the daemon); `None`: the system's zone.
+    pub timezone: Option<String>,
+    /// `owner.email_after_secs`: an owner message no channel delivered within this is
+    /// mailed to the owner; `None`: never by mail.
+    pub email_after: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -25,6 +25,17 @@ pub(crate) struct RawConfig {
     pub webhook: RawWebhook,
     pub senders: RawSenders,
     pub email: Option<crate::email::RawEmail>,
+    pub owner: RawOwner,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawOwner {
+    /// IANA zone the owner lives in (default: the system's).
+    pub timezone: Option<Spanned<String>>,
+    /// Mail an owner message no channel delivered after this many seconds (0: at once;
+    /// unset: never by mail). Needs `[email]` and an owner address.
+    pub email_after_secs: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

@@ -308,7 +308,7 @@ fn resolve_cron_jobs(
 use crate::raw::{RawConfig, RawDaemon, RawModel, RawSenders, RawTools, RawUrgencyRule};
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
-    McpServerConfig, McpTransport, ModelConfig, ModelProvider, PolicyDecisionConfig,
+    McpServerConfig, McpTransport, ModelConfig, ModelProvider, OwnerConfig, PolicyDecisionConfig,
     PolicyRuleConfig, ToolProfile, ToolsConfig, TrajectoryConfig, known_context_window,
 };
 
@@ -444,6 +444,28 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             None => None,
         },
     };
+    let owner = OwnerConfig {
+        timezone: match &raw.owner.timezone {
+            Some(zone) if zone.get_ref().trim().is_empty() => {
+                return Err(ConfigError::invalid(
+                    "owner.timezone",
+                    at(zone.span()),
+                    "must not be empty (leave it out for the system's zone)",
+                ));
+            }
+            Some(zone) => Some(zone.get_ref().clone()),
+            None => None,
+        },
+        email_after: match &raw.owner.email_after_secs {
+            Some(secs) => Some(Duration::from_secs(in_range(
+                "owner.email_after_secs",
+                secs,
+                0,
+                30 * 86_400,
+            )?)),
+            None => None,
+        },
+    };
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
     };
@@ -470,6 +492,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         inbox,
         dispatcher,
         trajectory,
+        owner,
         lanes,
         model,
         urgency_rules,

@@ -45,7 +45,7 @@ fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
 pub(crate) fn cron_specs(
     config: &Config,
 ) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
-    let zone = crate::channels::timer::jobs::system_zone();
+    let zone = owner_zone_name(config);
     config
         .cron
         .iter()
@@ -214,6 +214,7 @@ impl Core {
         workspace: PathBuf,
     ) -> anyhow::Result<Self> {
         check_features(config)?;
+        owner_zone(config)?;
         let files = file_access(config, workspace)?;
         if let Some(from) = crate::store::schema::migrate(&store)? {
             info!(
@@ -239,7 +240,7 @@ impl Core {
             jobs: cron_jobs(config, &store)?,
             submitter: submitter.clone(),
             changed: Arc::default(),
-            default_zone: crate::channels::timer::jobs::system_zone(),
+            default_zone: owner_zone_name(config),
         };
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
         let watches = WatchSet::new(store.watch_tree()?, status.clone());
@@ -372,6 +373,25 @@ fn pipeline(
     Ok((pipeline, pending, interrupted))
 }
 
+/// `owner.timezone`, or the system's zone: where events are dated and the zone of a job
+/// that names none.
+fn owner_zone_name(config: &Config) -> String {
+    config
+        .owner
+        .timezone
+        .clone()
+        .unwrap_or_else(crate::channels::timer::jobs::system_zone)
+}
+
+/// The owner's zone, checked.
+fn owner_zone(config: &Config) -> Result<chrono_tz::Tz, ConfigProblem> {
+    let name = owner_zone_name(config);
+    crate::channels::timer::schedule::parse_zone(&name).map_err(|e| ConfigProblem {
+        key: "owner.timezone".into(),
+        message: e.to_string(),
+    })
+}
+
 /// What the dispatcher is built from, besides the configuration.
 struct DispatcherParts<'a> {
     inbox: &'a Arc<Inbox>,
@@ -408,6 +428,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         replies: replies.clone(),
         outbox: outbox.clone(),
         pending,
+        zone: owner_zone(config)?,
         max_model_calls: config.dispatcher.max_steps_per_turn,
         files,
         usage: status.clone(),

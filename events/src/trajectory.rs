@@ -62,6 +62,10 @@ pub enum ItemKind {
         trust: Trust,
         urgency: Urgency,
         text: String,
+        /// When it happened, where that is not when it arrived (a scheduled occurrence's
+        /// due time).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        occurred_at: Option<chrono::DateTime<chrono::Utc>>,
     },
     Assistant {
         text: String,

@@ -241,3 +241,49 @@ fn a_confirmation_raised_by_a_cron_turn_is_answered_from_the_open_chat() {
     let seen = chat.finish();
     assert_eq!(recorder.seen().len(), 1, "{seen:#?}");
 }
+
+#[test]
+fn what_the_model_reads_of_an_owner_message_carries_the_date_and_the_owners_zone() {
+    let model = ScriptedModel::start(vec![text_answer("Good morning.")], 4096);
+    let daemon = TestDaemon::start_with(&format!(
+        "{}\n[owner]\ntimezone = \"Pacific/Auckland\"\n",
+        config(model.port)
+    ));
+    let output = daemon.cli(&["send", "--wait", "what day is it?"]);
+    assert!(stdout(&output).contains("Good morning."), "{output:?}");
+    let zone: chrono_tz::Tz = "Pacific/Auckland".parse().unwrap();
+    let today = chrono::Utc::now().with_timezone(&zone);
+    let sent = model.requests()[0]["messages"].to_string();
+    let dated = format!(
+        "{} Pacific/Auckland, {}",
+        today.format("%Y-%m-%d"),
+        today.format("%A")
+    );
+    assert!(
+        sent.contains(&today.format("%Y-%m-%d").to_string()) && sent.contains("Pacific/Auckland"),
+        "{dated} in {sent}"
+    );
+    assert!(
+        !model.requests()[0]["messages"][0]
+            .to_string()
+            .contains("Pacific/Auckland"),
+        "the date is in the event, not in the system text"
+    );
+}
+
+#[test]
+fn a_bad_owner_zone_is_a_config_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[owner]\ntimezone = \"Mars/Olympus\"\n").unwrap();
+    let output = Command::new(BIN)
+        .args(["--config", config.to_str().unwrap()])
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    assert!(
+        crate::support::stderr(&output).contains("owner.timezone"),
+        "{output:?}"
+    );
+}

@@ -45,6 +45,8 @@ pub struct BrainInput<'a> {
     /// 0 for the brain's first turn in this step.
     pub round: u32,
     pub tools: &'a [ToolSpec],
+    /// The owner's zone: events are dated in it (`owner.timezone`).
+    pub zone: chrono_tz::Tz,
 }
 
 /// A message for the owner; routed back to whoever sent the events it answers.

@@ -343,7 +343,7 @@ fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
     Box::pin(async move {
         let body = wire.request_body(
             &prompt::system_text(input.tools),
-            prompt::conversation(input.history),
+            prompt::conversation(input.history, input.zone),
             input.tools,
         )?;
         let answer = wire.endpoint().stream::<W::Decoder>(body).await?;

@@ -37,6 +37,8 @@ pub struct StepRunner {
     pub outbox: Outbox,
     /// The requests for confirmation (their short ids are unique among these).
     pub pending: PendingStore,
+    /// The owner's zone, in which the model reads every event's time.
+    pub zone: chrono_tz::Tz,
     /// Model calls in one turn (`dispatcher.max_steps_per_turn`).
     pub max_model_calls: u32,
     pub files: Arc<FileAccess>,
@@ -180,6 +182,7 @@ impl StepRunner {
                 last_round: &last_round,
                 round,
                 tools: &tools,
+                zone: self.zone,
             };
             let turn = tokio::select! {
                 biased;
@@ -450,7 +453,7 @@ impl StepRunner {
             .map(|i| i.seq)
             .max()
             .unwrap_or(0);
-        let transcript = prompt::transcript(covered);
+        let transcript = prompt::transcript(covered, self.zone);
         let summary = tokio::select! {
             biased;
             () = cancel.cancelled() => return Ok(false),

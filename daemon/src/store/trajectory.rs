@@ -192,6 +192,8 @@ pub fn event_item(record: &EventRecord) -> ItemKind {
         trust: e.trust,
         urgency: e.urgency,
         text: e.payload.text().to_owned(),
+        occurred_at: matches!(e.payload, steward_events::Payload::Scheduled { .. })
+            .then_some(e.occurred_at),
     }
 }
 
