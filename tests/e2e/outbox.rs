@@ -287,3 +287,65 @@ fn a_bad_owner_zone_is_a_config_error_naming_the_key() {
         "{output:?}"
     );
 }
+
+/// The event stream carries owner messages with their outbox id, and a client that comes
+/// back with `Last-Event-ID` is given what it missed, then what is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_after_a_disconnect_and_misses_nothing() {
+    let daemon = TestDaemon::start_with("[http]\nlisten = \"127.0.0.1:0\"\n");
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    let base = format!("http://{address}");
+    let token = stdout(&daemon.cli(&["token", "show"])).trim().to_owned();
+    let notify = |text: &str| {
+        let args = json!({ "text": text }).to_string();
+        let output = daemon.cli(&["tools", "call", "notify_owner", "--args", &args, "--json"]);
+        let line: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+        line["result"]["message_id"].as_u64().unwrap()
+    };
+    let client = reqwest::Client::new();
+    let read_until = |mut stream: reqwest::Response, wanted: &'static str| async move {
+        let mut seen = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !seen.contains(wanted) {
+            assert!(Instant::now() < deadline, "{wanted:?} not in {seen}");
+            let chunk = tokio::time::timeout(Duration::from_secs(10), stream.chunk())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        seen
+    };
+
+    let stream = client
+        .get(format!("{base}/v1/stream"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let first = notify("first news");
+    let seen = read_until(stream, "first news").await;
+    assert!(seen.contains(&format!("id: {first}")), "{seen}");
+    assert!(seen.contains("event: message"), "{seen}");
+
+    // Disconnected (the stream above is gone); two messages come meanwhile.
+    notify("second news");
+    notify("third news");
+    let resumed = client
+        .get(format!("{base}/v1/stream"))
+        .bearer_auth(&token)
+        .header("Last-Event-ID", first.to_string())
+        .send()
+        .await
+        .unwrap();
+    let fourth_sender = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        notify("fourth news")
+    };
+    let (seen, _) = tokio::join!(read_until(resumed, "fourth news"), fourth_sender);
+    for text in ["second news", "third news", "fourth news"] {
+        assert_eq!(seen.matches(text).count(), 1, "{text} once in {seen}");
+    }
+    assert!(!seen.contains("first news"), "{seen}");
+}
