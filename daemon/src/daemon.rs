@@ -158,7 +158,14 @@ async fn start_channels(
     crate::mcp::start(&config.mcp_servers, core.tools.clone(), supervisor).await;
     #[cfg(feature = "email")]
     if let Some(handle) = &core.email {
-        crate::channels::email::start(handle, supervisor, store, data_dir, &core.pipeline)?;
+        crate::channels::email::start(
+            handle,
+            supervisor,
+            store,
+            data_dir,
+            &core.pipeline,
+            config.owner.email_after,
+        )?;
     }
     supervisor.start("user", move |cx| user::run(socket, cx));
     Ok(owner)

@@ -7,7 +7,8 @@
 //!   one is started again), and the email channel when `[email]` changed (the new account
 //!   is checked first; the email tools switch to it at the same time).
 //! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
-//!   dispatcher, lanes, model, urgency, tool selection, MCP), and email added or removed.
+//!   dispatcher, owner, lanes, model, urgency, tool selection, MCP), and email added or
+//!   removed.
 //! - An invalid file changes nothing: the error is logged and shown in `steward status`.
 //!   systemd hears `RELOADING=1` before and `READY=1` after.
 
@@ -164,6 +165,7 @@ impl Reloader {
             &self.store,
             &self.data_dir,
             &self.pipeline,
+            self.started.owner.email_after,
         )?;
         info!("SIGHUP: the email channel restarted with the new account");
         self.live.email = config.email.clone();
@@ -180,6 +182,7 @@ impl Reloader {
             ("inbox", started.inbox != config.inbox),
             ("dispatcher", started.dispatcher != config.dispatcher),
             ("trajectory", started.trajectory != config.trajectory),
+            ("owner", started.owner != config.owner),
             ("lanes", started.lanes != config.lanes),
             ("model", started.model != config.model),
             ("urgency", started.urgency_rules != config.urgency_rules),

@@ -1035,3 +1035,52 @@ async fn mail_delivered_back_to_back_all_becomes_events_without_waiting_for_the_
     let events = wait_for_email_events(&daemon, 60).await;
     assert_eq!(events.len(), 60);
 }
+
+/// `owner.email_after_secs`: an owner message no chat showed in time arrives by mail (a real
+/// Dovecot), once, and the next chat does not show it as new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_message_nobody_saw_arrives_by_mail_once_and_is_not_new_in_chat() {
+    let (assistant, owner) = (mail::address("assistant"), mail::address("owner"));
+    let daemon = start(&format!(
+        "{}\n[owner]\nemail_after_secs = 1\n",
+        mail::config(&assistant, &owner, "")
+    ));
+    let queued = call_tool(
+        &daemon,
+        "notify_owner",
+        &json!({"text": "the nightly backup finished"}),
+    );
+    assert_eq!(queued["result"]["queued"], true, "{queued}");
+    let raw = owner_mail_containing(&owner, "the nightly backup finished").await;
+    assert!(
+        mail::header(&raw, "Subject").is_some_and(|s| s.contains("notice")),
+        "{raw}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mails = mail::messages(&owner, "INBOX").await;
+    assert_eq!(
+        mails
+            .iter()
+            .filter(|m| mail::body(m).contains("the nightly backup finished"))
+            .count(),
+        1,
+        "mailed once"
+    );
+    let chat = std::process::Command::new(crate::support::BIN)
+        .args(crate::support::common_args(daemon.path()))
+        .arg("chat")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !stdout(&chat).contains("the nightly backup finished"),
+        "not new in chat: {chat:?}"
+    );
+    let outbox = stdout(&daemon.cli(&["outbox", "--json"]));
+    let notice: Value = outbox
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["kind"] == "notice")
+        .unwrap();
+    assert!(notice["delivered"]["email"].is_string(), "{notice}");
+}

@@ -18,6 +18,7 @@ pub mod account;
 pub mod auth;
 pub mod inbound;
 pub mod outbound;
+pub mod owner_mail;
 pub mod parse;
 pub mod reconcile;
 pub mod replies;
@@ -64,6 +65,8 @@ pub struct EmailChannel {
     tree: sled::Tree,
     attachments_dir: PathBuf,
     pipeline: ToolPipeline,
+    /// `owner.email_after_secs`: owner messages nobody saw are mailed after this.
+    email_after: Option<std::time::Duration>,
 }
 
 impl EmailChannel {
@@ -72,6 +75,7 @@ impl EmailChannel {
         store: &Store,
         data_dir: &std::path::Path,
         pipeline: ToolPipeline,
+        email_after: Option<std::time::Duration>,
     ) -> Result<Self, crate::store::StoreError> {
         let attachments_dir = parts
             .account
@@ -84,6 +88,7 @@ impl EmailChannel {
             tree: store.email_tree()?,
             attachments_dir,
             pipeline,
+            email_after,
         })
     }
 }
@@ -96,6 +101,7 @@ pub async fn run(channel: EmailChannel, cx: ChannelContext) {
         tree,
         attachments_dir,
         pipeline,
+        email_after,
     } = channel;
     let config = parts.account.config.clone();
     let confirmations = cx.confirmations().clone();
@@ -117,6 +123,21 @@ pub async fn run(channel: EmailChannel, cx: ChannelContext) {
         cx.shutdown().clone(),
     ));
     cx.spawn(replier.run(cx.shutdown().clone()));
+    let owner = config.senders.owner.iter().find(|o| !o.starts_with('*'));
+    match (email_after, owner) {
+        (Some(after), Some(owner)) => cx.spawn(owner_mail::run(
+            parts.mailer.clone(),
+            owner.clone(),
+            after,
+            cx.clone(),
+        )),
+        (Some(_), None) => {
+            tracing::warn!(
+                "owner.email_after_secs is set but email.owners names no address to mail"
+            )
+        }
+        (None, _) => {}
+    }
     let inbound = inbound::Inbound {
         auth: auth::SenderAuth::new(
             config.trusted_authserv_ids.clone(),
@@ -141,8 +162,9 @@ pub fn start(
     store: &Store,
     data_dir: &std::path::Path,
     pipeline: &ToolPipeline,
+    email_after: Option<std::time::Duration>,
 ) -> anyhow::Result<()> {
-    let channel = EmailChannel::new(handle.get(), store, data_dir, pipeline.clone())?;
+    let channel = EmailChannel::new(handle.get(), store, data_dir, pipeline.clone(), email_after)?;
     supervisor.start(inbound::CHANNEL, move |cx| run(channel, cx));
     Ok(())
 }
