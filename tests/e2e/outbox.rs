@@ -147,8 +147,7 @@ fn a_reminder_set_through_the_model_in_an_open_chat_is_shown_there_when_it_fires
             ),
             text_answer("I will remind you in two seconds."),
             text_answer("Reminder: time to stretch!"),
-            text_answer("Noted."),
-            text_answer("Noted."),
+            text_answer("You are welcome."),
         ],
         4096,
     );
@@ -159,6 +158,15 @@ fn a_reminder_set_through_the_model_in_an_open_chat_is_shown_there_when_it_fires
     chat.wait_for("Reminder: time to stretch!");
     // Whatever else the daemon does with the run, the reminder is not shown twice.
     std::thread::sleep(Duration::from_secs(2));
+    // One model call for the run: its result joins the main conversation as context.
+    assert_eq!(model.requests().len(), 3, "{:#?}", model.requests());
+    chat.say("thanks");
+    chat.wait_for("You are welcome.");
+    let next = model.requests()[3]["messages"].to_string();
+    assert!(
+        next.contains("Reminder: time to stretch!"),
+        "the run's result is context for the next turn: {next}"
+    );
     let seen = chat.finish();
     assert_eq!(
         seen.iter()

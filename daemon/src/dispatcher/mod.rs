@@ -7,7 +7,10 @@
 //!   calls are aborted at once; a side effect in flight finishes and records its outcome),
 //!   `step_cancelled` is recorded, then the cancelling event(s) are merged, then anything
 //!   buffered before them, and a new step starts.
-//! - PARALLEL: handed to a side lane ([`Lanes`]).
+//! - PARALLEL: handed to a side lane ([`Lanes`]). Its result comes back as a QUEUE event
+//!   that is merged into the main trajectory as context for the next step, without a step
+//!   (and a model call) of its own: the lane's answer already reached the owner through the
+//!   owner outbox, so the main conversation only needs to know it.
 //!
 //! A step's merge and `step_started` are flushed before the step acts (alongside its first
 //! model call, see [`MergeFlush`]). A step that was
@@ -21,7 +24,7 @@ mod step;
 
 use std::sync::Arc;
 
-use steward_events::{Event, EventId, ItemKind, Route, TrajectoryItem, route_event};
+use steward_events::{Event, EventId, ItemKind, Route, Source, TrajectoryItem, route_event};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -58,6 +61,8 @@ struct Boundary {
     cancels: Vec<EventRecord>,
     running: Option<RunningStep>,
     deferred: Option<DeferredStep>,
+    /// Lane results merged without a step: the next step's context view gets them.
+    context: Vec<TrajectoryItem>,
 }
 
 #[derive(Debug)]
@@ -173,9 +178,18 @@ impl Dispatcher {
         }
         let records: Vec<EventRecord> = at.cancels.drain(..).chain(at.buffered.drain(..)).collect();
         let step = at.next_step;
+        if retry.is_empty() && records.iter().all(|r| r.event.source == Source::Lane) {
+            // Only lane results: context for the next step, not a step (see the module docs).
+            at.next_step += 1;
+            let merged = self.trajectory.merge_events(&self.inbox, step, records)?;
+            at.context.extend(merged);
+            self.inbox.store().flush().await?;
+            return Ok(None);
+        }
         let mut events = retry;
         events.extend(records.iter().map(|r| r.event.clone()));
-        let items = self.trajectory.merge_events(&self.inbox, step, records)?;
+        let mut items = std::mem::take(&mut at.context);
+        items.extend(self.trajectory.merge_events(&self.inbox, step, records)?);
         self.launch(at, events, items).await.map(Some)
     }
 
