@@ -333,7 +333,9 @@ fn the_next_runs_agree_with_croniter() {
         .unwrap()
         .with_timezone(&chrono::Utc);
     for expr in expressions {
-        let schedule = steward_daemon::channels::timer::schedule::parse_schedule(expr, at).unwrap();
+        let schedule =
+            steward_daemon::channels::timer::schedule::parse_schedule(expr, at, chrono_tz::UTC)
+                .unwrap();
         let ours: Vec<String> = schedule
             .between(at, at + chrono::Duration::days(4000), chrono_tz::UTC, 3)
             .iter()

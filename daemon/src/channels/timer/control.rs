@@ -90,8 +90,8 @@ impl Scheduler {
             return Err(SchedulerError::Exists(new.name));
         }
         let zone = new.tz.unwrap_or_else(|| self.default_zone.clone());
-        parse_zone(&zone).map_err(|e| SchedulerError::Invalid(e.to_string()))?;
-        let schedule = parse_schedule(&new.schedule, now)
+        let tz = parse_zone(&zone).map_err(|e| SchedulerError::Invalid(e.to_string()))?;
+        let schedule = parse_schedule(&new.schedule, now, tz)
             .map_err(|e| SchedulerError::Invalid(e.to_string()))?;
         let text = match (new.text, &new.action) {
             (Some(text), None) => text,

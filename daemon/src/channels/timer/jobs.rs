@@ -46,7 +46,7 @@ pub struct Job {
 
 impl Job {
     pub fn schedule(&self) -> Result<Schedule, ScheduleError> {
-        parse_schedule(&self.spec.schedule, self.created_at)
+        parse_schedule(&self.spec.schedule, self.created_at, self.zone())
     }
 
     pub fn zone(&self) -> chrono_tz::Tz {
@@ -64,8 +64,8 @@ pub fn spec_from_config(
     system_zone: &str,
 ) -> Result<JobSpec, (&'static str, String)> {
     let zone = job.tz.clone().unwrap_or_else(|| system_zone.to_owned());
-    parse_zone(&zone).map_err(|e| ("tz", e.to_string()))?;
-    parse_schedule(&job.schedule, Utc::now()).map_err(|e| ("schedule", e.to_string()))?;
+    let tz = parse_zone(&zone).map_err(|e| ("tz", e.to_string()))?;
+    parse_schedule(&job.schedule, Utc::now(), tz).map_err(|e| ("schedule", e.to_string()))?;
     let (text, action) = match &job.what {
         CronWhat::Text(text) => (text.clone(), None),
         CronWhat::Action { tool, args } => {

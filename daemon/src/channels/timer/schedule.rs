@@ -47,21 +47,24 @@ impl PartialEq for Schedule {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ScheduleError {
     #[error(
-        "{0:?} is not a schedule: use a cron expression (5 or 6 fields, or @daily, @hourly, …), `every 10m` or `at 2026-12-01T09:00:00+01:00` / `at +20m`"
+        "{0:?} is not a schedule: use a cron expression (5 or 6 fields, or @daily, @hourly, …), `every 10m`, `in 20m`, `at 09:00`, `tomorrow 9:00`, `at 2026-12-24 18:00` or `at 2026-12-01T09:00:00+01:00`"
     )]
     Unknown(String),
     #[error("invalid cron expression {expr:?}: {reason}")]
     Cron { expr: String, reason: String },
     #[error("{0:?} is not a duration: use a number and s, m, h or d (e.g. 90s, 20m)")]
     Duration(String),
-    #[error("{0:?} is not an RFC 3339 time (e.g. 2026-12-01T09:00:00+01:00)")]
+    #[error(
+        "{0:?} is not a time: use HH:MM, YYYY-MM-DD HH:MM (in the job's zone) or RFC 3339 (2026-12-01T09:00:00+01:00)"
+    )]
     Time(String),
     #[error("{0:?} is not a time zone (e.g. Europe/Berlin, UTC)")]
     Zone(String),
 }
 
-/// Parses a schedule; `now` anchors `every` and relative `at`.
-pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, ScheduleError> {
+/// Parses a schedule; `now` anchors `every` and relative times, `zone` is where a local
+/// time a person says (`at 09:00`, `tomorrow 9:00`, `at 2026-12-24 18:00`) is meant.
+pub fn parse_schedule(text: &str, now: DateTime<Utc>, zone: Tz) -> Result<Schedule, ScheduleError> {
     let text = text.trim();
     if let Some(period) = text.strip_prefix("every ") {
         let period = parse_duration(period.trim())?;
@@ -70,15 +73,17 @@ pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, Schedu
         }
         return Ok(Schedule::Every { period, from: now });
     }
-    if let Some(when) = text.strip_prefix("at ") {
+    if let Some(delay) = text.strip_prefix("in ") {
+        return Ok(Schedule::At(now + parse_duration(delay.trim())?));
+    }
+    if let Some(when) = text.strip_prefix("tomorrow") {
         let when = when.trim();
-        if let Some(relative) = when.strip_prefix('+') {
-            let delay = parse_duration(relative)?;
-            return Ok(Schedule::At(now + delay));
-        }
-        return DateTime::parse_from_rfc3339(when)
-            .map(|t| Schedule::At(t.with_timezone(&Utc)))
-            .map_err(|_| ScheduleError::Time(when.to_owned()));
+        let clock = when.strip_prefix("at ").unwrap_or(when).trim();
+        let tomorrow = now.with_timezone(&zone).date_naive() + chrono::Days::new(1);
+        return local_instant(tomorrow, parse_clock(clock)?, zone, text).map(Schedule::At);
+    }
+    if let Some(when) = text.strip_prefix("at ") {
+        return parse_at(when.trim(), now, zone).map(Schedule::At);
     }
     if !looks_like_cron(text) {
         return Err(ScheduleError::Unknown(text.to_owned()));
@@ -89,6 +94,49 @@ pub fn parse_schedule(text: &str, now: DateTime<Utc>) -> Result<Schedule, Schedu
             expr: text.to_owned(),
             reason,
         })
+}
+
+/// What follows `at`: `+20m`, an RFC 3339 instant, `YYYY-MM-DD HH:MM` or `HH:MM` (the next
+/// time the clock shows it) in `zone`.
+fn parse_at(when: &str, now: DateTime<Utc>, zone: Tz) -> Result<DateTime<Utc>, ScheduleError> {
+    if let Some(relative) = when.strip_prefix('+') {
+        return Ok(now + parse_duration(relative)?);
+    }
+    if let Ok(instant) = DateTime::parse_from_rfc3339(when) {
+        return Ok(instant.with_timezone(&Utc));
+    }
+    if let Ok(local) = chrono::NaiveDateTime::parse_from_str(when, "%Y-%m-%d %H:%M") {
+        return local_instant(local.date(), local.time(), zone, when);
+    }
+    let clock = parse_clock(when)?;
+    let today = now.with_timezone(&zone).date_naive();
+    let at = local_instant(today, clock, zone, when)?;
+    if at > now {
+        Ok(at)
+    } else {
+        local_instant(today + chrono::Days::new(1), clock, zone, when)
+    }
+}
+
+/// `9:00`, `09:00`, `18:30`.
+fn parse_clock(text: &str) -> Result<chrono::NaiveTime, ScheduleError> {
+    chrono::NaiveTime::parse_from_str(text, "%H:%M")
+        .map_err(|_| ScheduleError::Time(text.to_owned()))
+}
+
+/// The instant a local date and time mean in `zone`; the earlier one when the clock shows
+/// it twice, an error when it never shows it (a DST gap).
+fn local_instant(
+    date: chrono::NaiveDate,
+    time: chrono::NaiveTime,
+    zone: Tz,
+    said: &str,
+) -> Result<DateTime<Utc>, ScheduleError> {
+    use chrono::TimeZone;
+    zone.from_local_datetime(&date.and_time(time))
+        .earliest()
+        .map(|local| local.with_timezone(&Utc))
+        .ok_or_else(|| ScheduleError::Time(said.to_owned()))
 }
 
 /// `90s`, `20m`, `2h`, `1d`.
@@ -215,30 +263,51 @@ mod tests {
     fn schedules_parse_or_say_why() {
         let now = utc("2026-11-30T10:00:00Z");
         assert!(matches!(
-            parse_schedule("0 7 * * *", now),
+            parse_schedule("0 7 * * *", now, Tz::UTC),
             Ok(Schedule::Cron(_))
         ));
         assert!(matches!(
-            parse_schedule("*/2 * * * * *", now),
+            parse_schedule("*/2 * * * * *", now, Tz::UTC),
             Ok(Schedule::Cron(_))
         ));
         assert_eq!(
-            parse_schedule("every 90s", now),
+            parse_schedule("every 90s", now, Tz::UTC),
             Ok(Schedule::Every {
                 period: Duration::from_secs(90),
                 from: now
             })
         );
         assert_eq!(
-            parse_schedule("at +20m", now),
+            parse_schedule("at +20m", now, Tz::UTC),
             Ok(Schedule::At(utc("2026-11-30T10:20:00Z")))
         );
         assert_eq!(
-            parse_schedule("at 2026-12-01T09:00:00+01:00", now),
+            parse_schedule("at 2026-12-01T09:00:00+01:00", now, Tz::UTC),
             Ok(Schedule::At(utc("2026-12-01T08:00:00Z")))
         );
+        // What people say, in the job's zone (Berlin is UTC+1 in winter).
+        let berlin = parse_zone("Europe/Berlin").unwrap();
+        let said = [
+            ("in 20m", "2026-11-30T10:20:00Z"),
+            ("at 09:00", "2026-12-01T08:00:00Z"),
+            ("at 12:30", "2026-11-30T11:30:00Z"),
+            ("tomorrow 9:00", "2026-12-01T08:00:00Z"),
+            ("tomorrow at 18:15", "2026-12-01T17:15:00Z"),
+            ("at 2026-12-24 18:00", "2026-12-24T17:00:00Z"),
+        ];
+        for (text, instant) in said {
+            assert_eq!(
+                parse_schedule(text, now, berlin),
+                Ok(Schedule::At(utc(instant))),
+                "{text}"
+            );
+        }
+        // A time the clock skips (the spring DST gap) is refused, not guessed.
+        assert!(parse_schedule("at 2027-03-28 02:30", now, berlin).is_err());
         let errors = [
-            ("tomorrow", "is not a schedule"),
+            ("tomorrow", "is not a time"),
+            ("at 25:00", "is not a time"),
+            ("whenever", "is not a schedule"),
             ("61 * * * *", "invalid cron expression"),
             ("0 25 * * *", "the hour field has 25; allowed 0–23"),
             ("every 5 minutes", "is not a duration"),
@@ -246,7 +315,7 @@ mod tests {
             ("at noon", "RFC 3339"),
         ];
         for (text, message) in errors {
-            let error = parse_schedule(text, now).unwrap_err().to_string();
+            let error = parse_schedule(text, now, Tz::UTC).unwrap_err().to_string();
             assert!(error.contains(message), "{text}: {error}");
         }
         assert!(parse_zone("Europe/Berlin").is_ok());
@@ -256,18 +325,18 @@ mod tests {
     #[test]
     fn next_occurrences_follow_the_zone() {
         let berlin = parse_zone("Europe/Berlin").unwrap();
-        let daily = parse_schedule("0 7 * * *", Utc::now()).unwrap();
+        let daily = parse_schedule("0 7 * * *", Utc::now(), Tz::UTC).unwrap();
         // 07:00 in Berlin in winter is 06:00 UTC.
         assert_eq!(
             daily.next_after(utc("2026-11-30T06:30:00Z"), berlin),
             Some(utc("2026-12-01T06:00:00Z"))
         );
-        let every = parse_schedule("every 10m", utc("2026-11-30T10:00:00Z")).unwrap();
+        let every = parse_schedule("every 10m", utc("2026-11-30T10:00:00Z"), Tz::UTC).unwrap();
         assert_eq!(
             every.next_after(utc("2026-11-30T10:25:00Z"), berlin),
             Some(utc("2026-11-30T10:30:00Z"))
         );
-        let once = parse_schedule("at 2026-11-30T12:00:00Z", Utc::now()).unwrap();
+        let once = parse_schedule("at 2026-11-30T12:00:00Z", Utc::now(), Tz::UTC).unwrap();
         assert_eq!(
             once.next_after(utc("2026-11-30T11:00:00Z"), berlin),
             Some(utc("2026-11-30T12:00:00Z"))
@@ -278,7 +347,7 @@ mod tests {
     #[test]
     fn a_daily_0230_job_runs_once_on_both_transition_days() {
         let berlin = parse_zone("Europe/Berlin").unwrap();
-        let job = parse_schedule("30 2 * * *", Utc::now()).unwrap();
+        let job = parse_schedule("30 2 * * *", Utc::now(), Tz::UTC).unwrap();
         // Spring: 2026-03-29, 02:00 → 03:00 local. 02:30 does not exist: it runs at 03:00
         // CEST (01:00 UTC), once.
         let spring = job.between(

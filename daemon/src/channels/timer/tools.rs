@@ -103,7 +103,7 @@ pub fn register(builder: ToolRegistryBuilder, scheduler: &Scheduler) -> ToolRegi
     let create = schedule_tool(
         ToolContract::write(
             "cron_create",
-            "Schedule a job: a cron expression (5 or 6 fields), `every 10m`, or `at <RFC 3339 time>` / `at +20m`. At each occurrence the job's text comes to you as an event, or its action (a tool call) runs without you.",
+            "Schedule a job. When: a cron expression (5 or 6 fields), `every 10m`, `in 20m`, `at 09:00`, `tomorrow 9:00`, `at 2026-12-24 18:00` (local times in the owner's zone unless tz is given) or an RFC 3339 time. At each occurrence the job's text comes to you as an event and your answer is sent to the owner — for a reminder, write the text as what the owner should be reminded of — or its action (a tool call) runs without you.",
             steward_tools::args::schema::<CreateArgs>(),
         )
         .idempotent(true),
