@@ -198,6 +198,8 @@ fn the_daemons_commands_make_no_model_call() {
         assert!(output.status.success(), "{command}: {output:?}");
         assert!(stdout(&output).contains(says), "{command}: {output:?}");
     }
+    let none = daemon.cli(&["pending"]);
+    assert!(stdout(&none).contains("Nothing waits"), "{none:?}");
     std::thread::sleep(Duration::from_millis(500));
     assert!(model.requests().is_empty(), "{:?}", model.requests());
     assert_eq!(

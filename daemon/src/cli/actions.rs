@@ -52,8 +52,34 @@ async fn answer(ctx: &Context, request: Request, json: bool) -> Result<ExitCode,
     Ok(code)
 }
 
-pub async fn pending(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
-    answer(ctx, Request::Pending, json).await
+/// `steward pending`: the actions waiting for the owner (`--all`: answered ones too).
+/// `--json` lists every request with its state, as it always did: scripts filter by state.
+pub async fn pending(ctx: &Context, json: bool, all: bool) -> Result<ExitCode, ClientError> {
+    let mut shown = 0;
+    for response in Client::call(&ctx.socket_path(), &Request::Pending).await? {
+        match response {
+            Response::Action { action } if all || json || action.state == "pending" => {
+                print_row(&action, json);
+                shown += 1;
+            }
+            Response::Error { message } => {
+                eprintln!("steward: {message}");
+                return Ok(ExitCode::FAILURE);
+            }
+            _ => {}
+        }
+    }
+    if shown == 0 && !json {
+        out!(
+            "{}",
+            if all {
+                "No requests for confirmation."
+            } else {
+                "Nothing waits for your confirmation (--all lists answered ones)."
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn confirm(

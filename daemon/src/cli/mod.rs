@@ -91,6 +91,9 @@ enum Command {
     Pending {
         #[arg(long)]
         json: bool,
+        /// Answered, expired and failed ones too
+        #[arg(long)]
+        all: bool,
     },
     /// Approve a pending action: it runs once
     Confirm {
@@ -537,7 +540,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
         Command::Watch {
             command: WatchCommandArgs::List { json },
         } => client_command(listing::watches(&ctx, json)),
-        Command::Pending { json } => client_command(actions::pending(&ctx, json)),
+        Command::Pending { json, all } => client_command(actions::pending(&ctx, json, all)),
         Command::Outbox { json, limit } => client_command(listing::outbox(&ctx, json, limit)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))

@@ -72,6 +72,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<ExitCode, ClientError
                 return Ok(ExitCode::FAILURE);
             }
             Some(Response::Reply { text, .. }) => out!("{text}"),
+            Some(Response::Message { message }) => eprintln!("steward: {}", message.text),
             Some(Response::Action { action }) => {
                 out!("action {} ({}): {}", action.id, action.tool, action.state)
             }

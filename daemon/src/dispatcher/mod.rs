@@ -317,10 +317,16 @@ impl Dispatcher {
         let wait = std::time::Duration::from_secs((1u64 << failures.min(6)).min(60));
         warn!(step = running.step, failures, wait_secs = wait.as_secs(), error = %error, "deferring the step");
         if self.status.brain_degraded(&error) {
-            let waiting = self.inbox.pending_count();
+            // The deferred step's own events, and what arrived and waits behind them.
+            let waiting = running.events.len() as u64 + self.inbox.pending_count();
             let message = crate::owner::outbox::NewMessage {
                 text: format!(
-                    "The model is unavailable ({error}); {waiting} events wait and will be answered when it is back."
+                    "The model is unavailable ({error}); {waiting} {} answered when it is back.",
+                    if waiting == 1 {
+                        "event waits and will be"
+                    } else {
+                        "events wait and will be"
+                    }
                 ),
                 origin: running.events.first().map(|e| e.id),
                 ..Default::default()

@@ -26,7 +26,7 @@ use crate::channels::ChannelHealth;
 use crate::channels::context::ChannelContext;
 use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
 use crate::replies::Announcement;
-use steward_protocol::{ChatLine, EventRow, OwnerMessage, Request, Response};
+use steward_protocol::{ChatLine, EventRow, MessageKind, OwnerMessage, Request, Response};
 
 /// The socket's name in the outbox's delivery records.
 const SOCKET: &str = "socket";
@@ -178,16 +178,22 @@ impl UserChannel {
                 wait,
             } => {
                 let mut announcements = wait.then(|| owner.replies().subscribe());
+                // While it waits, the owner hears of problems (the model is unavailable).
+                let mut problems = owner.outbox().subscribe();
                 let accepted = self.accept_text(text, urgency, s, shutdown).await?;
                 if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
                     let mine = HashSet::from([id]);
                     loop {
-                        let announcement = tokio::select! {
+                        tokio::select! {
                             () = shutdown.cancelled() => break,
-                            a = rx.recv() => a,
-                        };
-                        if forward(announcement, &mine, s).await?.is_some() {
-                            break;
+                            a = rx.recv() => if forward(a, &mine, s).await?.is_some() {
+                                break;
+                            },
+                            Ok(message) = problems.recv() => {
+                                if message.kind == MessageKind::Problem {
+                                    s.write(&Response::Message { message }).await?;
+                                }
+                            }
                         }
                     }
                 }
