@@ -71,6 +71,10 @@ pub enum ItemKind {
         text: String,
         /// The events this message answers; replies are routed back to their senders.
         reply_to: Vec<EventId>,
+        /// Written by the daemon, not a model (the `none` brain's answers, "I stopped after
+        /// N model calls"): a model configured later is never shown it as its own words.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        canned: bool,
     },
     ToolCall {
         call_id: String,

@@ -54,6 +54,8 @@ pub struct BrainInput<'a> {
 pub struct AssistantMessage {
     pub text: String,
     pub reply_to: Vec<EventId>,
+    /// Written by the daemon, not a model (see `ItemKind::Assistant::canned`).
+    pub canned: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -123,6 +125,7 @@ impl transport::Answer {
             turn.messages.push(AssistantMessage {
                 text: self.text,
                 reply_to: events.iter().map(|e| e.id).collect(),
+                canned: false,
             });
         }
         turn.tool_calls = self

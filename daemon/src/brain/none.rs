@@ -40,6 +40,7 @@ impl NoneBrain {
         let reply = |text: String| AssistantMessage {
             text,
             reply_to: vec![event.id],
+            canned: true,
         };
         let command = text.split_whitespace().next().unwrap_or("");
         match command {
@@ -80,6 +81,7 @@ impl Brain for NoneBrain {
                     .map(|(call, outcome)| AssistantMessage {
                         text: describe_outcome(&call.tool, outcome),
                         reply_to: call.origin.into_iter().collect(),
+                        canned: true,
                     })
                     .collect(),
                 tool_calls: Vec::new(),

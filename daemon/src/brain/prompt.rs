@@ -185,6 +185,8 @@ pub fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
                     .1
                     .push(Cow::Owned(render_summary(text)));
             }
+            // What the daemon wrote itself is not put in a model's mouth.
+            ItemKind::Assistant { canned: true, .. } => {}
             ItemKind::Assistant { text, .. } => {
                 close_open_calls(&mut turns, &mut open);
                 if !text.trim().is_empty() {
@@ -302,6 +304,7 @@ pub fn transcript(items: &[TrajectoryItem], zone: Tz) -> String {
         let line = match &item.kind {
             ItemKind::Event { .. } => render_event(item, zone).unwrap_or_default(),
             ItemKind::Summary { text, .. } => render_summary(text),
+            ItemKind::Assistant { canned: true, .. } => continue,
             ItemKind::Assistant { text, .. } => format!("[assistant]\n{text}"),
             ItemKind::ToolCall { tool, args, .. } => format!("[tool call] {tool} {args}"),
             ItemKind::ToolResult {
@@ -386,7 +389,25 @@ mod tests {
         ItemKind::Assistant {
             text: text.into(),
             reply_to: vec![],
+            canned: false,
         }
+    }
+
+    #[test]
+    fn what_the_daemon_wrote_itself_is_not_a_models_turn() {
+        let canned = ItemKind::Assistant {
+            text: "No model is configured".into(),
+            reply_to: vec![],
+            canned: true,
+        };
+        let items = vec![
+            item(1, event("hello", Trust::Owner)),
+            item(2, canned),
+            item(3, event("and now?", Trust::Owner)),
+        ];
+        let turns = conversation(&items, Tz::UTC);
+        assert_eq!(shape(&turns), "U(2)", "{turns:?}");
+        assert!(!transcript(&items, Tz::UTC).contains("No model is configured"));
     }
 
     fn shape(turns: &[Turn]) -> String {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::context::{ContextView, TokenEstimator};
-use crate::brain::{Brain, BrainInput, new_call_id, prompt};
+use crate::brain::{AssistantMessage, Brain, BrainInput, new_call_id, prompt};
 use crate::owner::outbox::{MessageKind, NewMessage, Outbox};
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
@@ -197,15 +197,7 @@ impl StepRunner {
             flush.wait().await?;
             for message in turn.messages {
                 *last_message = Some(message.text.clone());
-                self.say(
-                    trajectory,
-                    step,
-                    view,
-                    events,
-                    message.text,
-                    message.reply_to,
-                )
-                .await?;
+                self.say(trajectory, step, view, events, message).await?;
             }
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
@@ -223,8 +215,12 @@ impl StepRunner {
             self.max_model_calls
         );
         let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
-        self.say(trajectory, step, view, events, text, reply_to)
-            .await?;
+        let message = AssistantMessage {
+            text,
+            reply_to,
+            canned: true,
+        };
+        self.say(trajectory, step, view, events, message).await?;
         Ok(StepEnd::Completed)
     }
 
@@ -261,14 +257,19 @@ impl StepRunner {
         step: u64,
         view: &mut ContextView,
         events: &[Event],
-        text: String,
-        reply_to: Vec<steward_events::EventId>,
+        message: AssistantMessage,
     ) -> Result<(), StepError> {
+        let AssistantMessage {
+            text,
+            reply_to,
+            canned,
+        } = message;
         view.push(trajectory.append(
             step,
             ItemKind::Assistant {
                 text: text.clone(),
                 reply_to: reply_to.clone(),
+                canned,
             },
         )?);
         let answered: Vec<&Event> = events

@@ -286,6 +286,7 @@ async fn the_model_context_starts_at_the_latest_summary() {
     let text = |t: &str| steward_events::ItemKind::Assistant {
         text: t.into(),
         reply_to: vec![],
+        canned: false,
     };
     let summary = |t: &str, covers_through| steward_events::ItemKind::Summary {
         text: t.into(),
@@ -378,6 +379,7 @@ async fn trajectory_purge_keeps_the_last_step_the_newest_summary_and_recent_lane
     let say = |text: &str| ItemKind::Assistant {
         text: text.into(),
         reply_to: Vec::new(),
+        canned: false,
     };
     let summary = |text: &str, covers_through| ItemKind::Summary {
         text: text.into(),
