@@ -14,6 +14,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use steward_events::ToolOutcome;
 
+/// What a tool that takes no arguments takes.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArguments {}
+
 /// The arguments schema of `T` (see the module docs).
 pub fn schema<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()

@@ -161,7 +161,7 @@ pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
 
 /// An owner message as a chat shows it: an answer as it is, anything else marked with
 /// what it is (`(notice) …`, `(confirmation) …`).
-pub fn owner_line(message: &steward_protocol::OwnerMessage) -> String {
+fn owner_line(message: &steward_protocol::OwnerMessage) -> String {
     match message.kind {
         steward_protocol::MessageKind::Answer => message.text.clone(),
         kind => format!("({}) {}", kind.as_str(), message.text),

@@ -18,7 +18,7 @@ pub mod account;
 pub mod auth;
 pub mod inbound;
 pub mod outbound;
-pub mod owner_mail;
+mod owner_mail;
 pub mod parse;
 pub mod reconcile;
 pub mod replies;

@@ -29,11 +29,6 @@ struct ByName {
     name: String,
 }
 
-/// No arguments.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Nothing {}
-
 /// What `cron_create` takes: a [`NewJob`] as the model may ask for it (no `cancel`
 /// urgency: a scheduled job never interrupts the owner's step).
 #[derive(Deserialize, JsonSchema)]
@@ -111,7 +106,7 @@ pub fn register(builder: ToolRegistryBuilder, scheduler: &Scheduler) -> ToolRegi
     let list = schedule_tool(ToolContract::read_only(
         "cron_list",
         "List the scheduled jobs with their next run and last outcome.",
-        steward_tools::args::schema::<Nothing>(),
+        steward_tools::args::schema::<steward_tools::args::NoArguments>(),
     ));
     let delete = schedule_tool(
         ToolContract::write(

@@ -176,29 +176,7 @@ impl UserChannel {
                 text,
                 urgency,
                 wait,
-            } => {
-                let mut announcements = wait.then(|| owner.replies().subscribe());
-                // While it waits, the owner hears of problems (the model is unavailable).
-                let mut problems = owner.outbox().subscribe();
-                let accepted = self.accept_text(text, urgency, s, shutdown).await?;
-                if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
-                    let mine = HashSet::from([id]);
-                    loop {
-                        tokio::select! {
-                            () = shutdown.cancelled() => break,
-                            a = rx.recv() => if forward(a, &mine, s).await?.is_some() {
-                                break;
-                            },
-                            Ok(message) = problems.recv() => {
-                                if message.kind == MessageKind::Problem {
-                                    s.write(&Response::Message { message }).await?;
-                                }
-                            }
-                        }
-                    }
-                }
-                s.write(&Response::End).await
-            }
+            } => self.send(text, urgency, wait, s, shutdown).await,
             Request::Chat { after } => self.chat(after, s, shutdown).await,
             Request::Outbox { limit } => {
                 let messages = owner.outbox_list(limit);
@@ -274,6 +252,38 @@ impl UserChannel {
                 s.write_all(found, |tool| Response::Tool { tool }).await
             }
         }
+    }
+
+    /// `send`: takes the message; with `wait`, streams the replies to it until its step
+    /// ends, and any problem the owner should hear of meanwhile (the model is unavailable).
+    async fn send(
+        &self,
+        text: String,
+        urgency: Option<Urgency>,
+        wait: bool,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let mut announcements = wait.then(|| self.owner.replies().subscribe());
+        let mut problems = self.owner.outbox().subscribe();
+        let accepted = self.accept_text(text, urgency, s, shutdown).await?;
+        if let (Some(rx), Some(id)) = (announcements.as_mut(), accepted) {
+            let mine = HashSet::from([id]);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    a = rx.recv() => if forward(a, &mine, s).await?.is_some() {
+                        break;
+                    },
+                    Ok(message) = problems.recv() => {
+                        if message.kind == MessageKind::Problem {
+                            s.write(&Response::Message { message }).await?;
+                        }
+                    }
+                }
+            }
+        }
+        s.write(&Response::End).await
     }
 
     /// Takes one message and tells the client the outcome; the event id when it became a

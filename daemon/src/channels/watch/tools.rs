@@ -87,11 +87,6 @@ struct ByName {
     name: String,
 }
 
-/// No arguments.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct Nothing {}
-
 pub fn register(builder: ToolRegistryBuilder, watches: &WatchSet) -> ToolRegistryBuilder {
     let create = watch_tool(
         ToolContract::write(
@@ -104,7 +99,7 @@ pub fn register(builder: ToolRegistryBuilder, watches: &WatchSet) -> ToolRegistr
     let list = watch_tool(ToolContract::read_only(
         "watch_list",
         "List the file watches and their state.",
-        steward_tools::args::schema::<Nothing>(),
+        steward_tools::args::schema::<steward_tools::args::NoArguments>(),
     ));
     let delete = watch_tool(
         ToolContract::write(
