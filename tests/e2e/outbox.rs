@@ -127,10 +127,21 @@ impl OpenChat {
         }
     }
 
-    /// Ends the chat; everything it showed.
+    /// Ends the chat (killed if it has not left 10 s after its input ended); everything
+    /// it showed.
     fn finish(mut self) -> Vec<String> {
         drop(self.child.stdin.take());
-        let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "the chat did not leave after its input ended: {:#?}",
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         self.seen.extend(self.lines.try_iter());
         self.seen
     }
@@ -358,4 +369,30 @@ async fn the_event_stream_resumes_after_a_disconnect_and_misses_nothing() {
         assert_eq!(seen.matches(text).count(), 1, "{text} once in {seen}");
     }
     assert!(!seen.contains("first news"), "{seen}");
+}
+
+/// `steward chat` outlives a daemon restart: it reconnects, sends what was typed while the
+/// daemon was away, and goes on showing what comes.
+#[test]
+fn a_chat_reconnects_after_the_daemon_restarts_and_loses_nothing_typed() {
+    let mut daemon = TestDaemon::start();
+    let mut chat = OpenChat::start(&daemon);
+    chat.say(r#"/tool echo {"text":"before the restart"}"#);
+    chat.wait_for("before the restart");
+    daemon.kill9();
+    chat.say(r#"/tool echo {"text":"typed while it was away"}"#);
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    chat.wait_for("typed while it was away");
+    let args = json!({"text": "news after the restart"}).to_string();
+    daemon.cli(&["tools", "call", "notify_owner", "--args", &args]);
+    chat.wait_for("(notice) news after the restart");
+    let seen = chat.finish();
+    assert_eq!(
+        seen.iter()
+            .filter(|l| l.contains("typed while it was away"))
+            .count(),
+        1,
+        "{seen:#?}"
+    );
 }

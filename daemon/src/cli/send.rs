@@ -100,61 +100,186 @@ fn report_step_end(outcome: &StepEnd) {
     }
 }
 
-/// Sends each stdin line; prints replies as they come. At the end of input, waits for the
-/// steps of the messages sent to end, then exits.
+/// Sends each stdin line; prints replies and every owner message as they come. At the end
+/// of input (or `/quit`), waits for the steps of the messages sent to end, then exits. When
+/// the daemon goes away (a restart), it says so, keeps what is typed meanwhile, reconnects
+/// every second and resumes after the last owner message it showed.
 pub async fn chat(ctx: &Context) -> Result<ExitCode, ClientError> {
-    let mut client = Client::connect(&ctx.socket_path()).await?;
-    client.request(&Request::Chat { after: None }).await?;
+    use std::io::IsTerminal;
+    let socket = ctx.socket_path();
+    let mut client = Client::connect(&socket).await?;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "steward chat — brain {}; /help lists the commands, /quit or Ctrl-D leaves",
+            brain_name(&socket).await
+        );
+    }
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
-    let mut input_open = true;
-    let mut outstanding: HashSet<EventId> = HashSet::new();
-    let mut unacknowledged = 0usize;
-    // The daemon first shows what waited for the owner, then says `end`.
-    let mut caught_up = false;
+    let mut chat = ChatState {
+        input_open: true,
+        ..ChatState::default()
+    };
     loop {
-        if caught_up && !input_open && outstanding.is_empty() && unacknowledged == 0 {
+        match chat.session(&mut client, &mut stdin).await {
+            Ok(true) => return Ok(ExitCode::SUCCESS),
+            Ok(false) | Err(ClientError::Io(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if chat.done() {
             return Ok(ExitCode::SUCCESS);
         }
-        tokio::select! {
-            line = stdin.next_line(), if input_open => match line? {
-                Some(text) if text.trim().is_empty() => {}
-                Some(text) => {
-                    client.write_line(&ChatLine { text, urgency: None }).await?;
-                    unacknowledged += 1;
+        eprintln!("(the daemon went away; reconnecting — what you type is kept)");
+        client = chat.reconnect(&socket, &mut stdin).await?;
+        eprintln!("(reconnected)");
+    }
+}
+
+/// The brain the daemon runs, for the banner.
+async fn brain_name(socket: &std::path::Path) -> String {
+    match Client::call(socket, &Request::Status).await {
+        Ok(responses) => responses
+            .into_iter()
+            .find_map(|r| match r {
+                Response::Status { status } => Some(status.brain),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+type Stdin = tokio::io::Lines<BufReader<tokio::io::Stdin>>;
+
+/// What a chat remembers across reconnects.
+#[derive(Default)]
+struct ChatState {
+    input_open: bool,
+    outstanding: HashSet<EventId>,
+    unacknowledged: usize,
+    /// The last owner message shown: a reconnect resumes after it.
+    last_seen: Option<u64>,
+    /// Lines typed while the daemon was away.
+    unsent: std::collections::VecDeque<String>,
+}
+
+impl ChatState {
+    /// Nothing left to send or wait for.
+    fn done(&self) -> bool {
+        !self.input_open
+            && self.outstanding.is_empty()
+            && self.unacknowledged == 0
+            && self.unsent.is_empty()
+    }
+
+    /// One connection's chat: `Ok(true)` when the chat is over, `Ok(false)` when the
+    /// daemon went away.
+    async fn session(
+        &mut self,
+        client: &mut Client,
+        stdin: &mut Stdin,
+    ) -> Result<bool, ClientError> {
+        client
+            .request(&Request::Chat {
+                after: self.last_seen,
+            })
+            .await?;
+        while let Some(text) = self.unsent.pop_front() {
+            client
+                .write_line(&ChatLine {
+                    text,
+                    urgency: None,
+                })
+                .await?;
+            self.unacknowledged += 1;
+        }
+        // The daemon first shows what waited for the owner, then says `end`.
+        let mut caught_up = false;
+        loop {
+            if caught_up && self.done() {
+                return Ok(true);
+            }
+            tokio::select! {
+                line = stdin.next_line(), if self.input_open => match line? {
+                    Some(text) if text.trim().is_empty() => {}
+                    Some(text) if text.trim() == "/quit" => self.input_open = false,
+                    Some(text) => {
+                        client.write_line(&ChatLine { text, urgency: None }).await?;
+                        self.unacknowledged += 1;
+                    }
+                    None => self.input_open = false,
+                },
+                response = client.next() => match response? {
+                    None => return Ok(false),
+                    Some(Response::End) => caught_up = true,
+                    Some(response) => self.show(response),
+                },
+            }
+        }
+    }
+
+    fn show(&mut self, response: Response) {
+        match response {
+            Response::Accepted {
+                event_id,
+                duplicate_of,
+            } => {
+                self.unacknowledged = self.unacknowledged.saturating_sub(1);
+                if duplicate_of.is_none() {
+                    self.outstanding.insert(event_id);
                 }
-                None => input_open = false,
-            },
-            response = client.next() => match response? {
-                None => return Ok(ExitCode::SUCCESS),
-                Some(Response::Accepted { event_id, duplicate_of }) => {
-                    unacknowledged = unacknowledged.saturating_sub(1);
-                    if duplicate_of.is_none() {
-                        outstanding.insert(event_id);
+            }
+            Response::Rejected { reason, .. } => {
+                self.unacknowledged = self.unacknowledged.saturating_sub(1);
+                eprintln!("(rejected: {reason})");
+            }
+            Response::Reply { text, .. } => out!("{text}"),
+            Response::Message { message } => {
+                self.last_seen = Some(message.id);
+                out!("{}", owner_line(&message));
+            }
+            Response::Action { action } => {
+                self.unacknowledged = self.unacknowledged.saturating_sub(1);
+                out!("action {} ({}): {}", action.id, action.tool, action.state);
+            }
+            Response::StepEnded { events, outcome } => {
+                report_step_end(&outcome);
+                for id in events {
+                    self.outstanding.remove(&id);
+                }
+            }
+            Response::Error { message } => {
+                self.unacknowledged = self.unacknowledged.saturating_sub(1);
+                eprintln!("(error: {message})");
+            }
+            _ => {}
+        }
+    }
+
+    /// Connects again (every second), keeping the lines typed meanwhile. A line sent but
+    /// not acknowledged before the daemon went away may or may not have been stored
+    /// (`steward events` tells); the steps this session waited on end unseen by it (their
+    /// announcements went with the connection), so it stops waiting for them.
+    async fn reconnect(
+        &mut self,
+        socket: &std::path::Path,
+        stdin: &mut Stdin,
+    ) -> Result<Client, ClientError> {
+        self.unacknowledged = 0;
+        self.outstanding.clear();
+        loop {
+            tokio::select! {
+                line = stdin.next_line(), if self.input_open => match line? {
+                    Some(text) if text.trim().is_empty() => {}
+                    Some(text) if text.trim() == "/quit" => self.input_open = false,
+                    Some(text) => self.unsent.push_back(text),
+                    None => self.input_open = false,
+                },
+                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                    if let Ok(client) = Client::connect(socket).await {
+                        return Ok(client);
                     }
                 }
-                Some(Response::Rejected { reason, .. }) => {
-                    unacknowledged = unacknowledged.saturating_sub(1);
-                    eprintln!("(rejected: {reason})");
-                }
-                Some(Response::Reply { text, .. }) => out!("{text}"),
-                Some(Response::Message { message }) => out!("{}", owner_line(&message)),
-                Some(Response::End) => caught_up = true,
-                Some(Response::Action { action }) => {
-                    unacknowledged = unacknowledged.saturating_sub(1);
-                    out!("action {} ({}): {}", action.id, action.tool, action.state);
-                }
-                Some(Response::StepEnded { events, outcome }) => {
-                    report_step_end(&outcome);
-                    for id in events {
-                        outstanding.remove(&id);
-                    }
-                }
-                Some(Response::Error { message }) => {
-                    unacknowledged = unacknowledged.saturating_sub(1);
-                    eprintln!("(error: {message})");
-                }
-                Some(_) => {}
-            },
+            }
         }
     }
 }
