@@ -294,25 +294,23 @@ impl StepRunner {
         calls: &[ToolCallRequest],
         outcomes: &[ToolOutcome],
     ) -> Result<(), StepError> {
-        for (call, outcome) in calls.iter().zip(outcomes) {
-            if outcome.status != ToolStatus::Pending {
-                continue;
-            }
-            let Some(id) = outcome.content["pending_id"].as_str() else {
+        let waiting: Vec<(&ToolCallRequest, &str)> = calls
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, outcome)| outcome.status == ToolStatus::Pending)
+            .filter_map(|(call, outcome)| Some((call, outcome.content["pending_id"].as_str()?)))
+            .collect();
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        // Read once: the actions asked about, and every id their short ids must differ from.
+        let actions = self.pending.list().unwrap_or_default();
+        let ids: Vec<&str> = actions.iter().map(|a| a.id.as_str()).collect();
+        for (call, id) in waiting {
+            let Some(action) = actions.iter().find(|a| a.id == id) else {
                 continue;
             };
-            let Ok(action) = self.pending.get(id) else {
-                continue;
-            };
-            let ids: Vec<String> = self
-                .pending
-                .list()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|a| a.id)
-                .collect();
-            let others: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let short = crate::owner::notices::short_id(&action.id, &others);
+            let short = crate::owner::notices::short_id(&action.id, &ids);
             let text = crate::owner::notices::confirmation_request(
                 &call.tool,
                 &action.preview,
