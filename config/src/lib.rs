@@ -308,6 +308,11 @@ pub struct OwnerConfig {
     /// `owner.email_after_secs`: an owner message no channel delivered within this is
     /// mailed to the owner; `None`: never by mail.
     pub email_after: Option<Duration>,
+    /// `[owner.deliver]`: which owner channels push which classes of owner messages.
+    pub deliver: steward_events::DeliveryRules,
+    /// `owner.outbox_retention_days`: owner messages older than this are removed (the
+    /// newest always stays, so ids keep growing).
+    pub outbox_retention: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

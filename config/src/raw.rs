@@ -28,7 +28,7 @@ pub(crate) struct RawConfig {
     pub owner: RawOwner,
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawOwner {
     /// IANA zone the owner lives in (default: the system's).
@@ -36,6 +36,22 @@ pub(crate) struct RawOwner {
     /// Mail an owner message no channel delivered after this many seconds (0: at once;
     /// unset: never by mail). Needs `[email]` and an owner address.
     pub email_after_secs: Option<Spanned<u64>>,
+    /// Which owner channels are given which messages: channel (`socket`, `http`, `email`)
+    /// → classes (`answers`, `notices`, `confirmations`). A channel not named gets all.
+    pub deliver: std::collections::BTreeMap<String, Vec<Spanned<String>>>,
+    /// Owner messages older than this many days leave the outbox (the newest stays).
+    pub outbox_retention_days: Spanned<f64>,
+}
+
+impl Default for RawOwner {
+    fn default() -> Self {
+        Self {
+            timezone: None,
+            email_after_secs: None,
+            deliver: Default::default(),
+            outbox_retention_days: Spanned::new(0..0, 90.0),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

@@ -51,6 +51,21 @@ fn errors_name_the_key_and_the_line() {
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
+            "[owner.deliver]\nemail = [\"notices\"]\nchat = [\"answers\"]\n",
+            "owner.deliver.chat",
+            ":3:",
+        ),
+        (
+            "[owner.deliver]\nemail = [\"notices\",\n  \"reminders\"]\n",
+            "owner.deliver.email[1]",
+            ":3:",
+        ),
+        (
+            "[owner]\noutbox_retention_days = 0\n",
+            "owner.outbox_retention_days",
+            ":2:",
+        ),
+        (
             "[inbox]\ndedupe_retention_days = 0.0001\n",
             "inbox.dedupe_retention_days",
             ":2:",
@@ -451,4 +466,24 @@ fn retentions_take_whole_or_fractional_days_and_the_trajectory_keeps_everything_
         assert_eq!(config.tools.ledger_retention, *expected, "{days}");
         assert_eq!(config.trajectory.retention, Some(*expected), "{days}");
     }
+}
+
+#[test]
+fn owner_delivery_rules_route_named_channels_only() {
+    use steward_events::DeliveryClass::*;
+    let config = Config::from_toml(
+        "[owner.deliver]\nemail = [\"confirmations\", \"notices\"]\nhttp = []\n",
+        None,
+    )
+    .unwrap();
+    let rules = &config.owner.deliver;
+    assert!(rules.delivers("email", Confirmations) && rules.delivers("email", Notices));
+    assert!(!rules.delivers("email", Answers));
+    assert!(!rules.delivers("http", Notices));
+    assert!(rules.delivers("socket", Answers));
+    assert_eq!(
+        Config::default().owner.outbox_retention,
+        Duration::from_secs(90 * 86_400)
+    );
+    assert!(Config::default().owner.deliver.delivers("email", Answers));
 }

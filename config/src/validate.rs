@@ -333,6 +333,46 @@ fn retention_days(
     }
 }
 
+/// The owner channels `[owner.deliver]` may name: those that push owner messages.
+const OWNER_CHANNELS: [&str; 3] = ["socket", "http", "email"];
+
+fn delivery_rules(
+    raw: &std::collections::BTreeMap<String, Vec<Spanned<String>>>,
+    at: LineOf<'_>,
+) -> Result<steward_events::DeliveryRules, ConfigError> {
+    use steward_events::DeliveryClass;
+    let mut named = std::collections::BTreeMap::new();
+    for (channel, classes) in raw {
+        let key = format!("owner.deliver.{channel}");
+        if !OWNER_CHANNELS.contains(&channel.as_str()) {
+            return Err(ConfigError::invalid(
+                key,
+                classes.first().and_then(|c| at(c.span())),
+                format!(
+                    "no owner channel is called {channel:?}; expected one of {}",
+                    OWNER_CHANNELS.join(", ")
+                ),
+            ));
+        }
+        let mut set = std::collections::BTreeSet::new();
+        for (index, class) in classes.iter().enumerate() {
+            let parsed = DeliveryClass::parse(class.get_ref()).ok_or_else(|| {
+                ConfigError::invalid(
+                    format!("{key}[{index}]"),
+                    at(class.span()),
+                    format!(
+                        "{:?} is not a kind of owner message; expected answers, notices or confirmations",
+                        class.get_ref()
+                    ),
+                )
+            })?;
+            set.insert(parsed);
+        }
+        named.insert(channel.clone(), set);
+    }
+    Ok(steward_events::DeliveryRules::new(named))
+}
+
 fn resolve_mcp_servers(
     servers: Vec<RawMcpServer>,
     at: LineOf<'_>,
@@ -465,6 +505,12 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
             )?)),
             None => None,
         },
+        deliver: delivery_rules(&raw.owner.deliver, &at)?,
+        outbox_retention: retention_days(
+            "owner.outbox_retention_days",
+            &raw.owner.outbox_retention_days,
+            &at,
+        )?,
     };
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,

@@ -262,7 +262,7 @@ impl Core {
         let (pipeline, pending, interrupted_actions) =
             pipeline(config, &store, &data_dir, tools.clone())?;
         let replies = ReplyHub::default();
-        let outbox = Outbox::open(&store)?;
+        let outbox = Outbox::open(&store, config.owner.deliver.clone())?;
         let confirmations = Arc::new(Confirmations {
             pending: pending.clone(),
             pipeline: pipeline.clone(),

@@ -187,6 +187,7 @@ fn spawn_background(
         core.inbox.clone(),
         core.pipeline.ledger().cloned(),
         core.confirmations.pending.clone(),
+        core.outbox.clone(),
     );
     tasks.spawn(retention.run(shutdown.clone()));
     tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));

@@ -6,7 +6,8 @@
 //! - the action ledger and answered confirmation requests older than
 //!   `tools.ledger_retention_days` (in-flight actions never go);
 //! - trajectory items older than `trajectory.retention_days`, when set (the newest summary
-//!   and the last step stay). Unset by default: the trajectory is the assistant's record.
+//!   and the last step stay). Unset by default: the trajectory is the assistant's record;
+//! - owner messages older than `owner.outbox_retention_days` (the newest stays).
 //!
 //! The period is a quarter of the shortest retention, between 15 s and one hour, so that
 //! nothing outlives its retention by more than a quarter of it. The inbox and main
@@ -27,6 +28,7 @@ use steward_tools::ledger::Ledger;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::owner::outbox::Outbox;
 use crate::store::{Inbox, Store, purge_trajectories};
 
 /// The stores to purge and their retentions.
@@ -38,6 +40,8 @@ pub struct Retention {
     pub pending: PendingStore,
     pub ledger_retention: Duration,
     pub trajectory_retention: Option<Duration>,
+    pub outbox: Outbox,
+    pub outbox_retention: Duration,
 }
 
 const FIRST_PURGE_AFTER: Duration = Duration::from_secs(5);
@@ -49,6 +53,7 @@ impl Retention {
         inbox: Arc<Inbox>,
         ledger: Option<Ledger>,
         pending: PendingStore,
+        outbox: Outbox,
     ) -> Self {
         Self {
             store,
@@ -57,6 +62,8 @@ impl Retention {
             pending,
             ledger_retention: config.tools.ledger_retention,
             trajectory_retention: config.trajectory.retention,
+            outbox,
+            outbox_retention: config.owner.outbox_retention,
         }
     }
 
@@ -66,6 +73,7 @@ impl Retention {
                 Some(self.inbox.retention()),
                 Some(self.ledger_retention),
                 self.trajectory_retention,
+                Some(self.outbox_retention),
             ]
             .into_iter()
             .flatten(),
@@ -105,6 +113,9 @@ impl Retention {
             let cutoff = Utc::now() - chrono::Duration::from_std(retention).unwrap_or_default();
             report("trajectory: items", purge_trajectories(&self.store, cutoff));
         }
+        let cutoff =
+            Utc::now() - chrono::Duration::from_std(self.outbox_retention).unwrap_or_default();
+        report("owner outbox: messages", self.outbox.purge(cutoff));
     }
 }
 

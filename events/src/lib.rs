@@ -3,9 +3,10 @@
 //! ([`TrajectoryItem`]).
 //!
 //! This crate is deliberately pure: no networking, no storage, no async runtime. Everything
-//! that decides something (urgency, step routing) is a plain function with table tests, so
+//! that decides something (urgency, step routing, delivery routing) is a plain function with table tests, so
 //! the daemon can stay a thin layer of wiring around it.
 
+mod delivery;
 mod event;
 mod id;
 mod routing;
@@ -15,6 +16,7 @@ mod tool_call;
 mod trajectory;
 mod urgency;
 
+pub use delivery::{DeliveryClass, DeliveryRules};
 pub use event::{
     EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment, ScheduledAction, Sender,
     Source, StateKind, Trust,

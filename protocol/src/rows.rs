@@ -136,6 +136,16 @@ impl MessageKind {
             Self::Problem => "problem",
         }
     }
+
+    /// The class the owner routes it by (`[owner.deliver]`).
+    pub fn class(self) -> steward_events::DeliveryClass {
+        use steward_events::DeliveryClass;
+        match self {
+            Self::Answer => DeliveryClass::Answers,
+            Self::Notice | Self::Problem => DeliveryClass::Notices,
+            Self::Confirmation | Self::Outcome => DeliveryClass::Confirmations,
+        }
+    }
 }
 
 /// One message of the owner outbox, as `steward outbox --json` and a chat show it.

@@ -239,12 +239,26 @@ fn a_confirmation_raised_by_a_cron_turn_is_answered_from_the_open_chat() {
         4096,
     );
     let daemon = TestDaemon::start_with(&format!(
-        "{}[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n\n[[cron]]\nname = \"water\"\nschedule = \"every 1h\"\ntext = \"Water the plants.\"\n",
+        "{}[http]\nlisten = \"127.0.0.1:0\"\n\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n\n[[cron]]\nname = \"water\"\nschedule = \"every 1h\"\ntext = \"Water the plants.\"\n",
         config(model.port)
     ));
+    let stream = event_stream(&daemon);
     let mut chat = OpenChat::start(&daemon);
     assert!(daemon.cli(&["cron", "trigger", "water"]).status.success());
     let request = chat.wait_for("(confirmation) http_request waits for your confirmation");
+    let streamed = read_until(&stream, "waits for your confirmation");
+    let data = streamed
+        .iter()
+        .rposition(|l| l.starts_with("data:"))
+        .unwrap();
+    assert!(
+        streamed[..data]
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("event:"))
+            == Some(&"event: pending".to_owned()),
+        "a request for confirmation is a `pending` event: {streamed:#?}"
+    );
     let line = chat.wait_for("/confirm ");
     let id = line
         .split("/confirm ")
@@ -394,5 +408,84 @@ fn a_chat_reconnects_after_the_daemon_restarts_and_loses_nothing_typed() {
             .count(),
         1,
         "{seen:#?}"
+    );
+}
+
+/// The raw lines of `GET /v1/stream`, read on a thread as they come.
+fn event_stream(daemon: &TestDaemon) -> std::sync::mpsc::Receiver<String> {
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    let token = stdout(&daemon.cli(&["token", "show"])).trim().to_owned();
+    let mut stream = std::net::TcpStream::connect(address.trim()).unwrap();
+    write!(
+        stream,
+        "GET /v1/stream HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// Collects `lines` until one contains `text` (at most 30 s); everything read.
+fn read_until(lines: &std::sync::mpsc::Receiver<String>, text: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains(text)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {text:?} in {seen:#?}"),
+        }
+    }
+    seen
+}
+
+/// `[owner.deliver]`: the chat is given only notices, the event stream only answers and
+/// requests for confirmation (as `pending` events); both kinds are kept in the outbox.
+#[test]
+fn each_owner_channel_is_given_the_kinds_the_owner_routes_to_it() {
+    let model = ScriptedModel::start(
+        vec![
+            text_answer("The nightly job ran."),
+            text_answer("The second run ran."),
+        ],
+        4096,
+    );
+    let daemon = TestDaemon::start_with(&format!(
+        "{}[http]\nlisten = \"127.0.0.1:0\"\n\n[owner.deliver]\nsocket = [\"notices\"]\nhttp = [\"answers\", \"confirmations\"]\n\n[[cron]]\nname = \"nightly\"\nschedule = \"every 1h\"\ntext = \"Run the nightly job.\"\n",
+        config(model.port)
+    ));
+    let stream = event_stream(&daemon);
+    let mut chat = OpenChat::start(&daemon);
+    assert!(daemon.cli(&["cron", "trigger", "nightly"]).status.success());
+    let streamed = read_until(&stream, "The nightly job ran.");
+    let args = json!({"text": "the disk is nearly full"}).to_string();
+    daemon.cli(&["tools", "call", "notify_owner", "--args", &args]);
+    chat.wait_for("(notice) the disk is nearly full");
+    // The stream had its chance at the notice: a later message proves it came and went.
+    daemon.cli(&["cron", "trigger", "nightly"]);
+    let later = read_until(&stream, "The second run ran.");
+    let streamed: Vec<String> = streamed.into_iter().chain(later).collect();
+    assert!(
+        !streamed
+            .iter()
+            .any(|l| l.contains("the disk is nearly full")),
+        "{streamed:#?}"
+    );
+    let seen = chat.finish();
+    assert!(
+        !seen.iter().any(|l| l.contains("The nightly job ran.")),
+        "answers are not routed to the chat: {seen:#?}"
+    );
+    let kinds: Vec<Value> = outbox(&daemon).iter().map(|m| m["kind"].clone()).collect();
+    assert!(
+        kinds.contains(&json!("answer")) && kinds.contains(&json!("notice")),
+        "{kinds:?}"
     );
 }

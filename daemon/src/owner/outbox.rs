@@ -12,14 +12,19 @@
 //!   channel that asked (the asking session shows them as its reply), so they are never
 //!   shown twice.
 //! - Ids come from a counter stored with the messages (the highest id + 1 at open), so they
-//!   grow across restarts.
+//!   grow across restarts; retention (`owner.outbox_retention_days`) never removes the
+//!   newest message, so the counter survives it.
+//! - Which channel pushes which messages is the owner's `[owner.deliver]`
+//!   ([`Outbox::routes`]); every message is kept whatever the routing, for `steward outbox`.
+//! - `changes` tells viewers (`steward outbox --follow`) of every new message and every
+//!   new delivery, each as the whole message as it now stands.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::Utc;
-use steward_events::EventId;
+use steward_events::{DeliveryRules, EventId};
 pub use steward_protocol::{MessageKind, OwnerMessage};
 use tokio::sync::broadcast;
 
@@ -46,11 +51,13 @@ struct Inner {
     store: Store,
     tree: sled::Tree,
     next: AtomicU64,
+    rules: DeliveryRules,
     queued: broadcast::Sender<OwnerMessage>,
+    changes: broadcast::Sender<OwnerMessage>,
 }
 
 impl Outbox {
-    pub fn open(store: &Store) -> Result<Self, StoreError> {
+    pub fn open(store: &Store, rules: DeliveryRules) -> Result<Self, StoreError> {
         let tree = store.outbox_tree()?;
         let last = match tree.last()? {
             Some((key, _)) => id_of(&key),
@@ -61,7 +68,9 @@ impl Outbox {
                 store: store.clone(),
                 tree,
                 next: AtomicU64::new(last + 1),
+                rules,
                 queued: broadcast::channel(1024).0,
+                changes: broadcast::channel(1024).0,
             }),
         })
     }
@@ -89,8 +98,19 @@ impl Outbox {
             .tree
             .insert(queued.id.to_be_bytes(), crate::store::encode(&queued)?)?;
         self.inner.store.flush().await?;
+        let _ = self.inner.changes.send(queued.clone());
         let _ = self.inner.queued.send(queued.clone());
         Ok(queued)
+    }
+
+    /// Whether `channel` pushes this message to the owner (`[owner.deliver]`).
+    pub fn routes(&self, channel: &str, message: &OwnerMessage) -> bool {
+        self.inner.rules.delivers(channel, message.kind.class())
+    }
+
+    /// Every new message and every new delivery, as the message now stands.
+    pub fn changes(&self) -> broadcast::Receiver<OwnerMessage> {
+        self.inner.changes.subscribe()
     }
 
     /// Messages as they are queued (after [`Self::undelivered`] or [`Self::after`] for what
@@ -109,12 +129,12 @@ impl Outbox {
             .collect()
     }
 
-    /// Messages no channel delivered yet, oldest first.
-    pub fn undelivered(&self) -> Result<Vec<OwnerMessage>, StoreError> {
+    /// Messages no channel delivered yet that `channel` pushes, oldest first.
+    pub fn undelivered(&self, channel: &str) -> Result<Vec<OwnerMessage>, StoreError> {
         Ok(self
             .after(0)?
             .into_iter()
-            .filter(|m| !m.is_delivered())
+            .filter(|m| !m.is_delivered() && self.routes(channel, m))
             .collect())
     }
 
@@ -146,7 +166,28 @@ impl Outbox {
         self.inner
             .tree
             .insert(key, crate::store::encode(&message)?)?;
-        self.inner.store.flush().await
+        self.inner.store.flush().await?;
+        let _ = self.inner.changes.send(message);
+        Ok(())
+    }
+
+    /// Removes messages queued before `cutoff`, oldest first, never the newest; how many.
+    /// Reads only what it removes (ids grow with time).
+    pub fn purge(&self, cutoff: chrono::DateTime<Utc>) -> Result<usize, StoreError> {
+        let Some((newest, _)) = self.inner.tree.last()? else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in self.inner.tree.range(..newest) {
+            let (key, bytes) = entry?;
+            let message: OwnerMessage = crate::store::decode("outbox", &bytes)?;
+            if message.at >= cutoff {
+                break;
+            }
+            self.inner.tree.remove(key)?;
+            removed += 1;
+        }
+        Ok(removed)
     }
 }
 
@@ -186,7 +227,7 @@ mod tests {
     async fn ids_grow_across_a_reopen_and_delivery_is_recorded_per_channel() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
-        let outbox = Outbox::open(&store).unwrap();
+        let outbox = Outbox::open(&store, DeliveryRules::default()).unwrap();
         let note = |text: &str| NewMessage {
             text: text.into(),
             ..NewMessage::default()
@@ -202,10 +243,15 @@ mod tests {
         assert!(second.id > first.id);
         outbox.delivered(first.id, "socket").await.unwrap();
         outbox.delivered(first.id, "socket").await.unwrap();
-        let undelivered: Vec<u64> = outbox.undelivered().unwrap().iter().map(|m| m.id).collect();
+        let undelivered: Vec<u64> = outbox
+            .undelivered("socket")
+            .unwrap()
+            .iter()
+            .map(|m| m.id)
+            .collect();
         assert_eq!(undelivered, vec![second.id]);
         drop(outbox);
-        let reopened = Outbox::open(&store).unwrap();
+        let reopened = Outbox::open(&store, DeliveryRules::default()).unwrap();
         let third = reopened
             .queue(MessageKind::Notice, note("three"))
             .await
@@ -229,5 +275,66 @@ mod tests {
                 .delivered
                 .contains_key("socket")
         );
+    }
+
+    #[tokio::test]
+    async fn retention_removes_old_messages_but_never_the_newest_so_ids_keep_growing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let outbox = Outbox::open(&store, DeliveryRules::default()).unwrap();
+        for text in ["old", "older", "newest"] {
+            let message = NewMessage {
+                text: text.into(),
+                ..NewMessage::default()
+            };
+            outbox.queue(MessageKind::Notice, message).await.unwrap();
+        }
+        let before_any = Utc::now() - chrono::Duration::hours(1);
+        assert_eq!(outbox.purge(before_any).unwrap(), 0);
+        let after_all = Utc::now() + chrono::Duration::hours(1);
+        assert_eq!(outbox.purge(after_all).unwrap(), 2);
+        let left = outbox.list(None).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].text, "newest");
+        drop(outbox);
+        let reopened = Outbox::open(&store, DeliveryRules::default()).unwrap();
+        let next = reopened
+            .queue(MessageKind::Notice, NewMessage::default())
+            .await
+            .unwrap();
+        assert_eq!(next.id, left[0].id + 1);
+    }
+
+    #[tokio::test]
+    async fn a_channel_replays_only_the_kinds_routed_to_it() {
+        use steward_events::DeliveryClass;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let rules = DeliveryRules::new(BTreeMap::from([(
+            "socket".to_owned(),
+            std::collections::BTreeSet::from([DeliveryClass::Confirmations]),
+        )]));
+        let outbox = Outbox::open(&store, rules).unwrap();
+        for kind in [
+            MessageKind::Answer,
+            MessageKind::Confirmation,
+            MessageKind::Notice,
+            MessageKind::Outcome,
+        ] {
+            outbox.queue(kind, NewMessage::default()).await.unwrap();
+        }
+        let kinds = |channel| -> Vec<MessageKind> {
+            outbox
+                .undelivered(channel)
+                .unwrap()
+                .iter()
+                .map(|m| m.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds("socket"),
+            [MessageKind::Confirmation, MessageKind::Outcome]
+        );
+        assert_eq!(kinds("http").len(), 4);
     }
 }

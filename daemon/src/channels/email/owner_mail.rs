@@ -9,6 +9,7 @@
 //! - Sent only after the SMTP server accepted it is it recorded delivered; a crash in
 //!   between sends it again with the same Message-ID (`outbox-ID.steward@DOMAIN`), which
 //!   mail clients show once.
+//! - Only the kinds `[owner.deliver]` routes to `email` are mailed.
 //! - The outbox is looked at every second from the oldest message that may still be owed.
 
 use std::time::Duration;
@@ -42,7 +43,10 @@ pub async fn run(mailer: Mailer, owner: String, after: Duration, cx: ChannelCont
             }
         };
         for message in waiting {
-            if message.is_delivered() || from_email(&cx, &message) {
+            if message.is_delivered()
+                || !cx.outbox().routes(EMAIL, &message)
+                || from_email(&cx, &message)
+            {
                 from = from.max(message.id);
                 continue;
             }

@@ -217,9 +217,10 @@ async fn deny(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes)
     answer(api.owner.deny(&id, reason).await)
 }
 
-/// Owner messages (`message`, with their outbox id as the event id) and replies, step
-/// endings and tool results as they are announced. A client that reconnects with
-/// `Last-Event-ID` is first given every owner message after that id.
+/// Owner messages routed to `http` (`pending` for a request for confirmation, `message`
+/// for the rest, each with its outbox id as the event id) and replies, step endings and
+/// tool results as they are announced. A client that reconnects with `Last-Event-ID` is
+/// first given every owner message after that id.
 async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl IntoResponse {
     let announced = api.owner.replies().subscribe();
     let outbox = api.owner.outbox().clone();
@@ -228,11 +229,15 @@ async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl 
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let backlog = match resume {
+    let backlog: Vec<_> = match resume {
         Some(id) => outbox.after(id).unwrap_or_default(),
         None => Vec::new(),
     };
     let shown = backlog.last().map(|m| m.id).or(resume).unwrap_or(0);
+    let backlog: Vec<_> = backlog
+        .into_iter()
+        .filter(|m| outbox.routes(HTTP, m))
+        .collect();
     let backlog = futures_util::stream::iter(backlog.into_iter().map(|m| Ok(message_event(&m))));
     let announcements = futures_util::stream::unfold(announced, |mut receiver| async move {
         let event = match receiver.recv().await {
@@ -268,6 +273,9 @@ async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl 
                     continue;
                 }
                 shown = message.id;
+                if !outbox.routes(HTTP, &message) {
+                    continue;
+                }
                 if let Err(e) = outbox.delivered(message.id, HTTP).await {
                     tracing::warn!(error = %e, "could not record a delivery");
                 }
@@ -284,10 +292,15 @@ async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl 
 /// The outbox's name for deliveries over the event stream.
 const HTTP: &str = "http";
 
-/// An owner message as a stream event: `message`, its id, its JSON.
+/// An owner message as a stream event: `pending` (a request for confirmation) or
+/// `message`, its id, its JSON.
 fn message_event(message: &steward_protocol::OwnerMessage) -> SseEvent {
+    let kind = match message.kind {
+        steward_protocol::MessageKind::Confirmation => "pending",
+        _ => "message",
+    };
     SseEvent::default()
-        .event("message")
+        .event(kind)
         .id(message.id.to_string())
         .data(json!(message).to_string())
 }

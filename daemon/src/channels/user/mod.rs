@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::channels::ChannelHealth;
 use crate::channels::context::ChannelContext;
+use crate::owner::outbox::Outbox;
 use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
 use crate::replies::Announcement;
 use steward_protocol::{ChatLine, EventRow, MessageKind, OwnerMessage, Request, Response};
@@ -344,8 +345,10 @@ impl UserChannel {
         s.write(&Response::End).await
     }
 
-    /// A chat session: the owner's lines in, replies to them and every owner message out
-    /// (first those no channel delivered yet, or all after `after` when resuming).
+    /// A chat session: the owner's lines in, replies to them and every owner message routed
+    /// to the socket out (first those no channel delivered yet, or, when resuming, those
+    /// after `after` that no chat showed — an answer the asking chat showed as its reply is
+    /// not repeated).
     async fn chat(
         &self,
         after: Option<u64>,
@@ -356,8 +359,10 @@ impl UserChannel {
         let outbox = self.owner.outbox();
         let mut queued = outbox.subscribe();
         let backlog = match after {
-            Some(id) => outbox.after(id),
-            None => outbox.undelivered(),
+            Some(id) => outbox
+                .after(id)
+                .map(|after| after.into_iter().filter(|m| shows(outbox, m)).collect()),
+            None => outbox.undelivered(SOCKET),
         };
         let mut shown = after.unwrap_or(0);
         match backlog {
@@ -404,14 +409,14 @@ impl UserChannel {
                 }
                 message = queued.recv() => match message {
                     // An answer already delivered here is the asking session's reply.
-                    Ok(message) if message.id > shown && !message.delivered.contains_key(SOCKET) => {
+                    Ok(message) if message.id > shown && shows(outbox, &message) => {
                         shown = self.show(message, s).await?;
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => match outbox.after(shown) {
                         Ok(missed) => {
                             for message in missed {
-                                if !message.delivered.contains_key(SOCKET) {
+                                if shows(outbox, &message) {
                                     shown = self.show(message, s).await?;
                                 }
                             }
@@ -697,4 +702,10 @@ impl Session {
         line.push(b'\n');
         self.writer.write_all(&line).await
     }
+}
+
+/// Whether a chat pushes this message: the owner routes its kind to the socket, and it is
+/// not an answer already shown here as the reply of the session that asked.
+fn shows(outbox: &Outbox, message: &OwnerMessage) -> bool {
+    !message.delivered.contains_key(SOCKET) && outbox.routes(SOCKET, message)
 }
