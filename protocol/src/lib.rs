@@ -50,10 +50,13 @@ pub enum Request {
         #[serde(default)]
         after: Option<u64>,
     },
-    /// The owner outbox, as `Message` lines.
+    /// The owner outbox, as `Message` lines; with `follow`, then every new message and
+    /// every new delivery (the message again, as it now stands) until the client leaves.
     Outbox {
         #[serde(default)]
         limit: Option<usize>,
+        #[serde(default)]
+        follow: bool,
     },
     Status,
     Events {

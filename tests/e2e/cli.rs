@@ -1,13 +1,13 @@
 //! The command line as a user meets it: config errors, a second instance, no daemon, init,
 //! send --wait, chat, listings with --json and --follow.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{BIN, TestDaemon, cli_in, common_args, stderr, stdout};
+use crate::support::{BIN, TestDaemon, cli_in, common_args, run_chat, stderr, stdout};
 
 fn run_with_config(config: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
@@ -158,7 +158,7 @@ fn send_wait_prints_the_replies_and_plain_text_gets_the_no_model_answer() {
 #[test]
 fn chat_sends_each_line_and_prints_replies() {
     let daemon = TestDaemon::start();
-    let output = chat(
+    let output = run_chat(
         &daemon,
         &[
             r#"/tool echo {"text":"one"}"#,
@@ -169,23 +169,6 @@ fn chat_sends_each_line_and_prints_replies() {
     let out = stdout(&output);
     assert!(out.contains(r#"echo: {"text":"one"}"#), "{out}");
     assert!(out.contains(r#"echo: {"text":"two"}"#), "{out}");
-}
-
-/// Runs `steward chat` with `lines` on its standard input, until it exits.
-fn chat(daemon: &TestDaemon, lines: &[&str]) -> std::process::Output {
-    let mut child = Command::new(BIN)
-        .args(common_args(daemon.path()))
-        .arg("chat")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for line in lines {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    child.wait_with_output().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -413,7 +396,7 @@ fn events_follow_prints_arrivals_and_state_changes() {
 #[test]
 fn notify_owner_reaches_a_chat_session() {
     let daemon = TestDaemon::start();
-    let output = chat(
+    let output = run_chat(
         &daemon,
         &[r#"/tool notify_owner {"text":"the build is green"}"#],
     );

@@ -4,23 +4,18 @@
 //! daemon's own commands cost no model call.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::model::{config, one_call, text_answer};
 use crate::scripted_model::ScriptedModel;
-use crate::support::{BIN, TestDaemon, common_args, stdout};
+use crate::support::{BIN, Running, TestDaemon, run_chat, stdout};
 
-/// Runs `steward chat` until its input (none) is done and it caught up; its output.
+/// Runs `steward chat` with no input until it caught up; its output.
 fn chat_once(daemon: &TestDaemon) -> String {
-    let output = Command::new(BIN)
-        .args(common_args(daemon.path()))
-        .arg("chat")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let output = run_chat(daemon, &[]);
     assert!(output.status.success(), "{output:?}");
     stdout(&output)
 }
@@ -75,78 +70,6 @@ fn a_notice_nobody_saw_is_shown_by_the_next_chat_once_even_after_kill_9() {
     );
 }
 
-/// An open `steward chat`: lines go in, its output is collected as it comes.
-struct OpenChat {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl OpenChat {
-    fn start(daemon: &TestDaemon) -> Self {
-        let mut child = Command::new(BIN)
-            .args(common_args(daemon.path()))
-            .arg("chat")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn say(&mut self, text: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{text}").unwrap();
-    }
-
-    /// Waits (at most 30 s) for a line containing `text`.
-    fn wait_for(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
-                return line.clone();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => panic!("no line with {text:?}; the chat showed {:#?}", self.seen),
-            }
-        }
-    }
-
-    /// Ends the chat (killed if it has not left 10 s after its input ended); everything
-    /// it showed.
-    fn finish(mut self) -> Vec<String> {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!(
-                    "the chat did not leave after its input ended: {:#?}",
-                    self.seen
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.seen.extend(self.lines.try_iter());
-        self.seen
-    }
-}
-
 #[test]
 fn a_reminder_set_through_the_model_in_an_open_chat_is_shown_there_when_it_fires_once() {
     let model = ScriptedModel::start(
@@ -163,7 +86,7 @@ fn a_reminder_set_through_the_model_in_an_open_chat_is_shown_there_when_it_fires
         4096,
     );
     let daemon = TestDaemon::start_with(&config(model.port));
-    let mut chat = OpenChat::start(&daemon);
+    let mut chat = Running::cli(&daemon, &["chat"]);
     chat.say("in two seconds remind me to stretch");
     chat.wait_for("I will remind you");
     chat.wait_for("Reminder: time to stretch!");
@@ -243,7 +166,7 @@ fn a_confirmation_raised_by_a_cron_turn_is_answered_from_the_open_chat() {
         config(model.port)
     ));
     let stream = event_stream(&daemon);
-    let mut chat = OpenChat::start(&daemon);
+    let mut chat = Running::cli(&daemon, &["chat"]);
     assert!(daemon.cli(&["cron", "trigger", "water"]).status.success());
     let request = chat.wait_for("(confirmation) http_request waits for your confirmation");
     let streamed = read_until(&stream, "waits for your confirmation");
@@ -390,7 +313,7 @@ async fn the_event_stream_resumes_after_a_disconnect_and_misses_nothing() {
 #[test]
 fn a_chat_reconnects_after_the_daemon_restarts_and_loses_nothing_typed() {
     let mut daemon = TestDaemon::start();
-    let mut chat = OpenChat::start(&daemon);
+    let mut chat = Running::cli(&daemon, &["chat"]);
     chat.say(r#"/tool echo {"text":"before the restart"}"#);
     chat.wait_for("before the restart");
     daemon.kill9();
@@ -462,7 +385,7 @@ fn each_owner_channel_is_given_the_kinds_the_owner_routes_to_it() {
         config(model.port)
     ));
     let stream = event_stream(&daemon);
-    let mut chat = OpenChat::start(&daemon);
+    let mut chat = Running::cli(&daemon, &["chat"]);
     assert!(daemon.cli(&["cron", "trigger", "nightly"]).status.success());
     let streamed = read_until(&stream, "The nightly job ran.");
     let args = json!({"text": "the disk is nearly full"}).to_string();
@@ -487,5 +410,43 @@ fn each_owner_channel_is_given_the_kinds_the_owner_routes_to_it() {
     assert!(
         kinds.contains(&json!("answer")) && kinds.contains(&json!("notice")),
         "{kinds:?}"
+    );
+}
+
+/// `steward outbox --follow` shows a new message as it is queued and again when it is
+/// delivered, and following it delivers nothing.
+#[test]
+fn the_outbox_can_be_followed_and_following_is_not_a_delivery() {
+    let daemon = TestDaemon::start();
+    let args = json!({"text": "an old notice"}).to_string();
+    daemon.cli(&["tools", "call", "notify_owner", "--args", &args]);
+    let mut follow = Running::cli(&daemon, &["outbox", "--follow", "--json"]);
+    follow.wait_for("an old notice");
+    let args = json!({"text": "a new notice"}).to_string();
+    daemon.cli(&["tools", "call", "notify_owner", "--args", &args]);
+    let queued: Value = serde_json::from_str(&follow.wait_for("a new notice")).unwrap();
+    assert_eq!(queued["delivered"], json!({}), "{queued}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        outbox(&daemon)
+            .iter()
+            .filter(|m| m["kind"] == "notice")
+            .all(|m| m["delivered"] == json!({})),
+        "following delivers nothing: {:#?}",
+        outbox(&daemon)
+    );
+    let shown = chat_once(&daemon);
+    assert!(shown.contains("a new notice"), "{shown}");
+    let delivered: Value = serde_json::from_str(&follow.wait_for_nth("a new notice", 2)).unwrap();
+    assert!(delivered["delivered"]["socket"].is_string(), "{delivered}");
+    assert_eq!(delivered["id"], queued["id"]);
+    follow.stop();
+
+    let human = stdout(&daemon.cli(&["outbox"]));
+    assert!(
+        human
+            .lines()
+            .any(|l| l.contains("a new notice") && l.contains("socket")),
+        "{human}"
     );
 }

@@ -292,6 +292,118 @@ pub fn merged_ids(items: &[TrajectoryItem]) -> Vec<EventId> {
         .collect()
 }
 
+/// Runs `steward chat` with `lines` on its standard input, until it exits.
+pub fn run_chat(daemon: &TestDaemon, lines: &[&str]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(common_args(daemon.path()))
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// A running CLI command (`steward chat`, `steward outbox --follow`, …): lines go in, its
+/// output is collected as it comes.
+pub struct Running {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    pub fn cli(daemon: &TestDaemon, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(common_args(daemon.path()))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn say(&mut self, text: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{text}").unwrap();
+    }
+
+    /// Waits (at most 30 s) for a line containing `text`; the first such line shown.
+    pub fn wait_for(&mut self, text: &str) -> String {
+        self.wait_for_nth(text, 1)
+    }
+
+    /// Waits (at most 30 s) until `n` lines contain `text`; the `n`th.
+    pub fn wait_for_nth(&mut self, text: &str, n: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(line) = self.seen.iter().filter(|l| l.contains(text)).nth(n - 1) {
+                return line.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!(
+                    "no line {n} with {text:?}; the command showed {:#?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Ends its input and waits for it to leave (killed, and the test failed, if it has
+    /// not left within 10 s); everything it showed.
+    pub fn finish(mut self) -> Vec<String> {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "the command did not leave after its input ended: {:#?}",
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.seen.extend(self.lines.try_iter());
+        self.seen
+    }
+
+    /// Stops a command that runs until interrupted (`--follow`); everything it showed.
+    pub fn stop(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.seen.extend(self.lines.try_iter());
+        self.seen
+    }
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

@@ -289,8 +289,9 @@ pub async fn outbox(
     ctx: &Context,
     json: bool,
     limit: Option<usize>,
+    follow: bool,
 ) -> Result<ExitCode, ClientError> {
-    stream(ctx, Request::Outbox { limit }, |response| {
+    stream(ctx, Request::Outbox { limit, follow }, |response| {
         if let Response::Message { message } = response {
             if json {
                 json_line(&message);

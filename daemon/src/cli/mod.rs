@@ -132,6 +132,10 @@ enum Command {
         /// Only the newest N
         #[arg(long)]
         limit: Option<usize>,
+        /// Then show each new message and each new delivery as it happens (a message
+        /// again, with its new state) until interrupted
+        #[arg(long, short)]
+        follow: bool,
     },
     /// File watches
     Watch {
@@ -541,7 +545,11 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
             command: WatchCommandArgs::List { json },
         } => client_command(listing::watches(&ctx, json)),
         Command::Pending { json, all } => client_command(actions::pending(&ctx, json, all)),
-        Command::Outbox { json, limit } => client_command(listing::outbox(&ctx, json, limit)),
+        Command::Outbox {
+            json,
+            limit,
+            follow,
+        } => client_command(listing::outbox(&ctx, json, limit, follow)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))
         }

@@ -179,11 +179,7 @@ impl UserChannel {
                 wait,
             } => self.send(text, urgency, wait, s, shutdown).await,
             Request::Chat { after } => self.chat(after, s, shutdown).await,
-            Request::Outbox { limit } => {
-                let messages = owner.outbox_list(limit);
-                s.write_all(messages, |message| Response::Message { message })
-                    .await
-            }
+            Request::Outbox { limit, follow } => self.outbox(limit, follow, s, shutdown).await,
             Request::Status => {
                 s.write(&Response::Status {
                     status: owner.status(),
@@ -425,6 +421,46 @@ impl UserChannel {
                     },
                     Err(RecvError::Closed) => return Ok(()),
                 },
+            }
+        }
+    }
+
+    /// `steward outbox [--follow]`: a view of the outbox — it shows delivery states and
+    /// changes none (following is not a delivery to the owner).
+    async fn outbox(
+        &self,
+        limit: Option<usize>,
+        follow: bool,
+        s: &mut Session,
+        shutdown: &CancellationToken,
+    ) -> std::io::Result<()> {
+        let outbox = self.owner.outbox();
+        let mut changes = follow.then(|| outbox.changes());
+        let listed = match self.owner.outbox_list(limit) {
+            Ok(listed) => listed,
+            Err(e) => return s.error(e).await,
+        };
+        let mut newest = listed.last().map_or(0, |m| m.id);
+        for message in listed {
+            s.write(&Response::Message { message }).await?;
+        }
+        let Some(changes) = changes.as_mut() else {
+            return s.write(&Response::End).await;
+        };
+        loop {
+            let change = tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            let messages = match change {
+                Ok(message) => vec![message],
+                // Fell behind: what is newer than the newest shown is in the outbox.
+                Err(RecvError::Lagged(_)) => outbox.after(newest).unwrap_or_default(),
+                Err(RecvError::Closed) => return Ok(()),
+            };
+            for message in messages {
+                newest = newest.max(message.id);
+                s.write(&Response::Message { message }).await?;
             }
         }
     }
