@@ -76,7 +76,9 @@ impl Confirmations {
             PendingState::Pending if action.expires_at <= chrono::Utc::now() => {
                 return Ok(Answer::Refused(format!(
                     "action {id} expired at {}",
-                    action.expires_at.to_rfc3339()
+                    action
+                        .expires_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 )));
             }
             PendingState::Pending => {}

@@ -546,3 +546,67 @@ fn tools_bench_scores_a_labelled_corpus() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("/no/such/file"), "{output:?}");
 }
+
+/// The human listings: a header, times to the second in the local zone, a short text
+/// column, long trajectory lines folded to the width, a job's next run in its own zone.
+#[test]
+fn human_listings_have_headers_local_times_short_text_and_folded_lines() {
+    let daemon = TestDaemon::start_with(
+        "[[cron]]\nname = \"tokyo\"\nschedule = \"0 9 * * *\"\ntz = \"Asia/Tokyo\"\ntext = \"Good morning\"\n",
+    );
+    let long = "a message long enough that a listing has to cut it somewhere before the end of a line, surely";
+    daemon.cli(&["send", long]);
+    let listing = |args: &[&str]| {
+        let output = Command::new(BIN)
+            .args(common_args(daemon.path()))
+            .args(args)
+            .env("TZ", "America/New_York")
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        stdout(&output)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stdout(&daemon.cli(&["events"])).contains("merged") {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let events = listing(&["events"]);
+    let mut lines = events.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("ID ") && header.contains("RECEIVED") && header.ends_with("TEXT"),
+        "{events}"
+    );
+    let row = lines.next().unwrap();
+    let received = chrono::Utc::now()
+        .with_timezone(&chrono_tz::America::New_York)
+        .format("%Y-%m-%d %H:")
+        .to_string();
+    assert!(row.contains(&received), "local time in {row}");
+    assert!(row.ends_with('…') && !row.contains("surely"), "{row}");
+
+    let trajectory = listing(&["trajectory"]);
+    assert!(trajectory.starts_with("SEQ "), "{trajectory}");
+    assert!(
+        trajectory.lines().all(|l| l.chars().count() <= 80),
+        "{trajectory}"
+    );
+    assert!(
+        trajectory.contains("surely"),
+        "folded, not cut: {trajectory}"
+    );
+    let today = chrono::Utc::now()
+        .with_timezone(&chrono_tz::America::New_York)
+        .format("%Y-%m-%d")
+        .to_string();
+    assert!(
+        trajectory.contains(&format!("{today} ")) && !trajectory.contains(&format!("{today}T")),
+        "dated to the second, no RFC 3339 stamps: {trajectory}"
+    );
+
+    let jobs = listing(&["cron", "list"]);
+    let tokyo = jobs.lines().find(|l| l.starts_with("tokyo")).unwrap();
+    assert!(tokyo.contains(" 09:00 "), "next in the job's zone: {jobs}");
+}

@@ -8,6 +8,7 @@ use serde_json::Value;
 use steward_events::{ToolOutcome, ToolStatus};
 
 use super::Context;
+use super::table::{self, Table};
 use steward_protocol::client::{Client, ClientError};
 use steward_protocol::{PendingRow, Request, Response};
 
@@ -21,7 +22,7 @@ fn print_row(row: &PendingRow, json: bool) {
         row.id,
         row.state,
         row.tool,
-        row.expires_at.format("%Y-%m-%dT%H:%M:%SZ"),
+        table::local(row.expires_at),
         row.preview
     );
     if let Some(reason) = &row.state_reason {
@@ -52,16 +53,15 @@ async fn answer(ctx: &Context, request: Request, json: bool) -> Result<ExitCode,
     Ok(code)
 }
 
-/// `steward pending`: the actions waiting for the owner (`--all`: answered ones too).
-/// `--json` lists every request with its state, as it always did: scripts filter by state.
+/// `steward pending`: the actions waiting for the owner (`--all`: answered ones too), each
+/// with its short id (unique among all requests, as `/confirm` and `steward confirm` take
+/// it). `--json` lists every request with its state and full id, as it always did: scripts
+/// filter by state.
 pub async fn pending(ctx: &Context, json: bool, all: bool) -> Result<ExitCode, ClientError> {
-    let mut shown = 0;
+    let mut rows = Vec::new();
     for response in Client::call(&ctx.socket_path(), &Request::Pending).await? {
         match response {
-            Response::Action { action } if all || json || action.state == "pending" => {
-                print_row(&action, json);
-                shown += 1;
-            }
+            Response::Action { action } => rows.push(action),
             Response::Error { message } => {
                 eprintln!("steward: {message}");
                 return Ok(ExitCode::FAILURE);
@@ -69,7 +69,37 @@ pub async fn pending(ctx: &Context, json: bool, all: bool) -> Result<ExitCode, C
             _ => {}
         }
     }
-    if shown == 0 && !json {
+    if json {
+        for row in &rows {
+            print_row(row, true);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let mut listing = Table::new(
+        &[
+            ("ID", 6),
+            ("STATE", 9),
+            ("TOOL", 14),
+            ("EXPIRES", 19),
+            ("WHAT", 0),
+        ],
+        false,
+    );
+    for row in rows.iter().filter(|r| all || r.state == "pending") {
+        let mut what = row.preview.clone();
+        if let Some(reason) = &row.state_reason {
+            what.push_str(&format!(" — {reason}"));
+        }
+        listing.row(vec![
+            crate::owner::notices::short_id(&row.id, &ids).to_owned(),
+            row.state.clone(),
+            row.tool.clone(),
+            table::local(row.expires_at),
+            what,
+        ]);
+    }
+    if !listing.finish() {
         out!(
             "{}",
             if all {

@@ -7,6 +7,7 @@ use steward_events::{ScheduledAction, Urgency};
 
 use super::listing::{json_line, stream};
 use super::output::out;
+use super::table::Table;
 use super::{Context, CronCommandArgs};
 use steward_protocol::MissedPolicy;
 use steward_protocol::client::ClientError;
@@ -70,29 +71,51 @@ pub async fn run(ctx: &Context, command: CronCommandArgs) -> Result<ExitCode, Cl
         CronCommandArgs::Resume { name } => (CronCommand::Resume { name }, false),
         CronCommandArgs::Trigger { name } => (CronCommand::Trigger { name }, false),
     };
-    stream(ctx, Request::Cron { command }, |response| match response {
+    let mut jobs = Table::new(
+        &[
+            ("NAME", 0),
+            ("SCHEDULE", 0),
+            ("ZONE", 0),
+            ("STATE", 0),
+            ("NEXT", 0),
+            ("LAST", 0),
+        ],
+        false,
+    );
+    let code = stream(ctx, Request::Cron { command }, |response| match response {
         Response::Job { job } if json => json_line(&job),
-        Response::Job { job } => print_job(&job),
+        Response::Job { job } => jobs.row(job_cells(&job)),
         Response::Accepted { event_id, .. } => out!("{event_id}"),
         _ => {}
     })
-    .await
+    .await?;
+    jobs.finish();
+    Ok(code)
 }
 
-fn print_job(job: &JobRow) {
+/// A job as `cron list` shows it: its next run in the job's own zone, to the minute.
+fn job_cells(job: &JobRow) -> Vec<String> {
     let state = match (job.enabled, job.paused) {
         (false, _) => "disabled",
         (true, true) => "paused",
         (true, false) => "active",
     };
-    out!(
-        "{:<20} {:<18} {:<16} {:<8} next {:<26} last {}",
-        job.name,
-        job.schedule,
-        job.tz,
-        state,
-        job.next_run
-            .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339()),
-        job.last_outcome.as_deref().unwrap_or("-")
+    let next = job.next_run.map_or_else(
+        || "-".to_owned(),
+        |at| match job.tz.parse::<chrono_tz::Tz>() {
+            Ok(zone) => at
+                .with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M %a")
+                .to_string(),
+            Err(_) => at.format("%Y-%m-%d %H:%M UTC").to_string(),
+        },
     );
+    vec![
+        job.name.clone(),
+        job.schedule.clone(),
+        job.tz.clone(),
+        state.to_owned(),
+        next,
+        job.last_outcome.clone().unwrap_or_else(|| "-".to_owned()),
+    ]
 }

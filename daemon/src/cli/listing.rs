@@ -1,7 +1,8 @@
-//! `steward status`, `events`, `trajectory` and `tools list`: JSON Lines with `--json`,
-//! aligned text otherwise.
+//! `steward status`, `events`, `trajectory`, `outbox` and `tools list`: JSON Lines with
+//! `--json`, aligned text under a header otherwise (see [`super::table`]).
 
 use super::output::out;
+use super::table::{self, Table};
 use std::process::ExitCode;
 
 use serde::Serialize;
@@ -86,7 +87,7 @@ fn print_status(s: &StatusReport) {
         StepStatus::Running { step, started_at } => {
             out!(
                 "step           running #{step} since {}",
-                started_at.to_rfc3339()
+                table::local(*started_at)
             )
         }
     }
@@ -101,34 +102,49 @@ pub async fn events(ctx: &Context, args: EventsArgs) -> Result<ExitCode, ClientE
         state: args.state,
         follow: args.follow,
     };
-    stream(ctx, request, |response| {
+    let mut table = Table::new(
+        &[
+            ("ID", 26),
+            ("RECEIVED", 19),
+            ("SOURCE", 7),
+            ("CHANNEL", 14),
+            ("URGENCY", 8),
+            ("STATE", 9),
+            ("TEXT", 0),
+        ],
+        args.follow,
+    )
+    .one_line();
+    let code = stream(ctx, request, |response| {
         if let Response::Event { event } = response {
             if args.json {
                 json_line(&event);
             } else {
-                print_event(&event);
+                table.row(event_cells(&event));
             }
         }
     })
-    .await
+    .await?;
+    if !table.finish() && !args.json && code == ExitCode::SUCCESS {
+        eprintln!("steward: no events");
+    }
+    Ok(code)
 }
 
-fn print_event(e: &EventRow) {
-    let at = e
-        .trajectory_seq
-        .map(|seq| format!("{}#{seq}", e.trajectory.as_deref().unwrap_or("?")))
-        .or_else(|| e.detail.clone())
-        .unwrap_or_default();
-    out!(
-        "{}  {:<8} {:<20} {:<8} {:<9} {}  {}",
-        e.id,
-        e.source.as_str(),
-        e.channel,
-        e.urgency.as_str(),
-        e.state,
-        e.received_at.format("%Y-%m-%dT%H:%M:%S%.3fZ"),
-        at
-    );
+fn event_cells(e: &EventRow) -> Vec<String> {
+    let mut text = table::short(&e.text, 60);
+    if let Some(detail) = &e.detail {
+        text.push_str(&format!(" ({})", table::short(detail, 200)));
+    }
+    vec![
+        e.id.to_string(),
+        table::local(e.received_at),
+        e.source.as_str().to_owned(),
+        e.channel.clone(),
+        e.urgency.as_str().to_owned(),
+        e.state.clone(),
+        text,
+    ]
 }
 
 pub async fn trajectory(ctx: &Context, args: TrajectoryArgs) -> Result<ExitCode, ClientError> {
@@ -136,20 +152,32 @@ pub async fn trajectory(ctx: &Context, args: TrajectoryArgs) -> Result<ExitCode,
         limit: args.limit,
         follow: args.follow,
     };
-    stream(ctx, request, |response| {
+    let mut table = Table::new(
+        &[("SEQ", 5), ("AT", 19), ("KIND", 14), ("WHAT", 0)],
+        args.follow,
+    );
+    let code = stream(ctx, request, |response| {
         if let Response::Item { item } = response {
             if args.json {
                 json_line(&item);
             } else {
-                print_item(&item);
+                table.row(vec![
+                    item.seq.to_string(),
+                    table::local(item.at),
+                    item.kind.name().to_owned(),
+                    item_detail(&item),
+                ]);
             }
         }
     })
-    .await
+    .await?;
+    table.finish();
+    Ok(code)
 }
 
-fn print_item(item: &TrajectoryItem) {
-    let detail = match &item.kind {
+/// What a trajectory item says, in one cell (folded to the terminal when printed).
+fn item_detail(item: &TrajectoryItem) -> String {
+    match &item.kind {
         ItemKind::Event {
             event_id,
             channel,
@@ -180,14 +208,7 @@ fn print_item(item: &TrajectoryItem) {
             text,
             covers_through,
         } => format!("items up to {covers_through}: {text}"),
-    };
-    out!(
-        "{:>6}  {}  {:<14} {}",
-        item.seq,
-        item.at.format("%H:%M:%S%.3f"),
-        item.kind.name(),
-        detail
-    );
+    }
 }
 
 pub async fn tools(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
@@ -291,28 +312,42 @@ pub async fn outbox(
     limit: Option<usize>,
     follow: bool,
 ) -> Result<ExitCode, ClientError> {
-    stream(ctx, Request::Outbox { limit, follow }, |response| {
+    let mut table = Table::new(
+        &[
+            ("ID", 5),
+            ("QUEUED", 19),
+            ("KIND", 12),
+            ("DELIVERED", 14),
+            ("TEXT", 0),
+        ],
+        follow,
+    )
+    .one_line();
+    let code = stream(ctx, Request::Outbox { limit, follow }, |response| {
         if let Response::Message { message } = response {
             if json {
                 json_line(&message);
             } else {
                 let delivered: Vec<&str> = message.delivered.keys().map(String::as_str).collect();
-                out!(
-                    "#{:<5} {} {:<12} {:<14} {}",
-                    message.id,
-                    message.at.format("%Y-%m-%d %H:%M:%S"),
-                    message.kind.as_str(),
+                table.row(vec![
+                    format!("#{}", message.id),
+                    table::local(message.at),
+                    message.kind.as_str().to_owned(),
                     if delivered.is_empty() {
-                        "not delivered".to_owned()
+                        "not yet".to_owned()
                     } else {
                         delivered.join(",")
                     },
-                    message.text.lines().next().unwrap_or_default()
-                );
+                    message.text.clone(),
+                ]);
             }
         }
     })
-    .await
+    .await?;
+    if !table.finish() && !json && code == ExitCode::SUCCESS {
+        eprintln!("steward: the outbox is empty");
+    }
+    Ok(code)
 }
 
 pub async fn rotate_token(ctx: &Context) -> Result<ExitCode, ClientError> {

@@ -12,6 +12,7 @@ mod listing;
 mod output;
 mod send;
 mod service;
+mod table;
 mod tools_bench;
 
 use std::path::PathBuf;

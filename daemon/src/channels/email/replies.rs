@@ -370,7 +370,9 @@ fn request_text(action: &PendingAction) -> String {
         action.preview,
         action.reason,
         action.id,
-        action.expires_at.to_rfc3339(),
+        action
+            .expires_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         action.token,
         action.token
     )

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
+use chrono::{Timelike, Utc};
 use steward_events::{EventId, Urgency};
 use tokio::sync::Notify;
 
@@ -110,9 +110,21 @@ impl Scheduler {
             }
             urgency => urgency,
         };
-        // A relative `at +20m` is stored as the instant it means, so a restart keeps it.
+        // A relative `at +20m` is stored as the instant it means, so a restart keeps it;
+        // to the second (rounded up: a job never runs before it was asked for).
         let schedule_text = match schedule {
-            super::schedule::Schedule::At(at) => format!("at {}", at.to_rfc3339()),
+            super::schedule::Schedule::At(at) => {
+                let whole = at.with_nanosecond(0).unwrap_or(at);
+                let at = if whole < at {
+                    whole + chrono::Duration::seconds(1)
+                } else {
+                    whole
+                };
+                format!(
+                    "at {}",
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            }
             _ => new.schedule,
         };
         let job = Job {

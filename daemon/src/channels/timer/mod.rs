@@ -94,7 +94,11 @@ impl Timer {
             }
             let next = queue.first().map(|(at, _)| *at);
             self.cx.set_health(ChannelHealth::ready(match next {
-                Some(at) => format!("running ({} active jobs, next {at})", queue.len()),
+                Some(at) => format!(
+                    "running ({} active jobs, next {})",
+                    queue.len(),
+                    at.format("%Y-%m-%d %H:%M:%S UTC")
+                ),
                 None => "running (no active jobs)".to_owned(),
             }));
             let sleep = next
