@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
 mod anthropic;
+mod chat;
 mod cli;
 mod confirm;
 mod delivery;

@@ -5,6 +5,7 @@
 //! 2 bad usage (clap).
 
 mod actions;
+mod chat;
 mod cron;
 mod doctor;
 mod init;
@@ -514,7 +515,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
         }
         Command::Init { .. } | Command::Config { .. } => unreachable!("handled above"),
         Command::Send(args) => client_command(send::send(&ctx, args)),
-        Command::Chat => client_command(send::chat(&ctx)),
+        Command::Chat => client_command(chat::chat(&ctx)),
         Command::Status { json } => client_command(listing::status(&ctx, json)),
         Command::Events(args) => client_command(listing::events(&ctx, args)),
         Command::Trajectory(args) => client_command(listing::trajectory(&ctx, args)),
