@@ -7,6 +7,10 @@
 //!   until it has read the next request (includes running the tool and recording it). The
 //!   server answers after 20 ms, like the fastest real model, so that the flush Steward
 //!   runs during the model call is not counted as if it were on the path;
+//! - model calls and input per scheduled run: after a main conversation of 20 turns, a cron
+//!   job triggered 10 times; each run should cost one call whose input is the job, its
+//!   thread and a summary — not the main history (request bytes, and ~tokens at 4 bytes
+//!   each, next to a main-conversation request);
 //! - peak RSS (VmHWM) of the daemon during one 50-call turn with 20 KB tool results, with the
 //!   default 32k context (compaction runs) and with a 1M-token window (no compaction: the
 //!   whole megabyte of history is rendered for every call).
@@ -47,6 +51,8 @@ struct Timeline {
     received: Vec<Instant>,
     /// When each tool-call answer had been written completely (None for text answers).
     answered: Vec<Option<Instant>>,
+    /// The size of each request's JSON, in bytes.
+    sizes: Vec<usize>,
 }
 
 struct ModelServer {
@@ -81,6 +87,7 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
         return;
     };
     let received = Instant::now();
+    let size = request.to_string().len();
     let summarizing = model::is_summary_request(&request);
     let latency = plan.lock().unwrap().latency;
     std::thread::sleep(latency);
@@ -104,6 +111,7 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
     let mut log = log.lock().unwrap();
     log.received.push(received);
     log.answered.push(is_call.then_some(answered));
+    log.sizes.push(size);
 }
 
 struct Daemon {
@@ -212,6 +220,53 @@ struct OwnTime {
     cpu: Duration,
 }
 
+/// Model requests and their sizes for `runs` runs of a cron job after `history` owner
+/// turns: (requests per run, mean bytes per run's request, bytes of the last main request).
+async fn scheduled_runs(history: usize, runs: usize) -> (f64, f64, usize) {
+    let server = ModelServer::start(Plan {
+        calls_left: 0,
+        tool: "echo",
+        args: json!({"text": "hello"}),
+        latency: Duration::ZERO,
+    });
+    let daemon = Daemon::start(
+        server.port,
+        "\n[[cron]]\nname = \"water\"\nschedule = \"every 24h\"\ntext = \"Remind the owner to water the plants.\"\n",
+    );
+    let filler = "the owner talks about plans for the week, the garden and the books to read; ";
+    for i in 0..history {
+        daemon
+            .turn(&format!("turn {i}: {}", filler.repeat(8)))
+            .await;
+    }
+    let main_request = *server.timeline.lock().unwrap().sizes.last().unwrap();
+    let before = server.timeline.lock().unwrap().received.len();
+    let socket = daemon.path().join("steward.sock");
+    for _ in 0..runs {
+        let seen = server.timeline.lock().unwrap().received.len();
+        let trigger = Request::Cron {
+            command: steward_protocol::CronCommand::Trigger {
+                name: "water".into(),
+            },
+        };
+        Client::call(&socket, &trigger).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.timeline.lock().unwrap().received.len() == seen {
+            assert!(Instant::now() < deadline, "the run made no model call");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Room for a second call, if a run made one.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let timeline = server.timeline.lock().unwrap();
+    let run_sizes = &timeline.sizes[before..];
+    (
+        run_sizes.len() as f64 / runs as f64,
+        run_sizes.iter().sum::<usize>() as f64 / run_sizes.len().max(1) as f64,
+        main_request,
+    )
+}
+
 /// Peak RSS during one turn of `calls` calls to `fs_read` of a 20 KB file.
 async fn peak_rss(calls: usize, extra_config: &str) -> (f64, f64, usize, Duration) {
     let server = ModelServer::start(Plan {
@@ -266,6 +321,15 @@ fn main() {
         ms(percentile(&own.between_calls, 0.5)),
         ms(percentile(&own.between_calls, 0.99)),
         ms(own.cpu),
+    );
+
+    let (calls, bytes, main) = runtime.block_on(scheduled_runs(20, 10));
+    println!(
+        "scheduled runs (10 triggers of a cron job after 20 owner turns): {calls:.2} model calls per run; input per call {:.1} KB (~{:.0} tokens) against {:.1} KB (~{:.0} tokens) for a request of the main conversation",
+        bytes / 1024.0,
+        bytes / 4.0,
+        main as f64 / 1024.0,
+        main as f64 / 4.0
     );
 
     for (label, config) in [
