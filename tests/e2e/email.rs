@@ -1037,14 +1037,24 @@ async fn mail_delivered_back_to_back_all_becomes_events_without_waiting_for_the_
 }
 
 /// `owner.email_after_secs`: an owner message no chat showed in time arrives by mail (a real
-/// Dovecot), once, and the next chat does not show it as new.
+/// Dovecot), once, and the next chat does not show it as new; `[owner.deliver]` keeps the
+/// answer to a job out of the mail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_message_nobody_saw_arrives_by_mail_once_and_is_not_new_in_chat() {
     let (assistant, owner) = (mail::address("assistant"), mail::address("owner"));
     let daemon = start(&format!(
-        "{}\n[owner]\nemail_after_secs = 1\n",
+        "{}\n[owner]\nemail_after_secs = 1\n\n[owner.deliver]\nemail = [\"notices\", \"confirmations\"]\n\n[[cron]]\nname = \"tidy\"\nschedule = \"every 24h\"\ntext = \"Tidy the downloads folder.\"\n",
         mail::config(&assistant, &owner, "")
     ));
+    assert!(daemon.cli(&["cron", "trigger", "tidy"]).status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !stdout(&daemon.cli(&["outbox", "--json"])).contains("Reminder (tidy)") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job's answer is queued"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let queued = call_tool(
         &daemon,
         "notify_owner",
@@ -1065,6 +1075,12 @@ async fn an_owner_message_nobody_saw_arrives_by_mail_once_and_is_not_new_in_chat
             .count(),
         1,
         "mailed once"
+    );
+    assert!(
+        mails
+            .iter()
+            .all(|m| !mail::body(m).contains("Tidy the downloads")),
+        "answers are not routed to email: {mails:#?}"
     );
     let chat = std::process::Command::new(crate::support::BIN)
         .args(crate::support::common_args(daemon.path()))

@@ -450,3 +450,29 @@ fn the_outbox_can_be_followed_and_following_is_not_a_delivery() {
         "{human}"
     );
 }
+
+/// Without a model, a reminder set with `steward cron add` still reaches the owner when it
+/// fires: its text is said as written, once.
+#[test]
+fn without_a_model_a_reminder_is_said_to_the_owner_as_written() {
+    let daemon = TestDaemon::start();
+    let mut chat = Running::cli(&daemon, &["chat"]);
+    let added = daemon.cli(&[
+        "cron",
+        "add",
+        "tea",
+        "--schedule",
+        "in 2s",
+        "--text",
+        "make tea",
+    ]);
+    assert!(added.status.success(), "{added:?}");
+    chat.wait_for("Reminder (tea): make tea");
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = chat.finish();
+    assert_eq!(
+        seen.iter().filter(|l| l.contains("make tea")).count(),
+        1,
+        "{seen:#?}"
+    );
+}

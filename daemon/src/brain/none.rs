@@ -3,8 +3,10 @@
 //! text gets a short answer saying what is missing instead of silence.
 //!
 //! Commands: `/help`, `/status`, `/tool NAME {json-args}` (arguments default to `{}`).
-//! Events from side lanes, scheduled jobs and the daemon's own notices get no answer:
-//! nobody waits on them.
+//! A scheduled job's text is a reminder: it is said to the owner as it was written
+//! (`Reminder (tea): make tea`), so a job set without a model still reaches its owner.
+//! Events from side lanes and the daemon's own notices get no answer: nobody waits on
+//! them.
 
 use std::sync::Arc;
 
@@ -29,11 +31,11 @@ impl NoneBrain {
     }
 
     fn answer(&self, event: &Event, turn: &mut BrainTurn) {
-        if matches!(event.source, Source::Lane | Source::System | Source::Timer)
+        if matches!(event.source, Source::Lane | Source::System)
             || matches!(event.payload, Payload::ToolCall { .. })
         {
-            // Summaries, notices and scheduled jobs: nobody waits for an answer. Direct
-            // tool calls (a job's action too) were run before this turn.
+            // Summaries and notices: nobody waits for an answer. Direct tool calls (a
+            // job's action too) were run before this turn.
             return;
         }
         let text = event.payload.text().trim();
@@ -42,6 +44,15 @@ impl NoneBrain {
             reply_to: vec![event.id],
             canned: true,
         };
+        if event.source == Source::Timer {
+            let job = event
+                .channel
+                .strip_prefix("cron:")
+                .unwrap_or(&event.channel);
+            turn.messages
+                .push(reply(format!("Reminder ({job}): {text}")));
+            return;
+        }
         let command = text.split_whitespace().next().unwrap_or("");
         match command {
             "/help" => turn.messages.push(reply(HELP.to_owned())),

@@ -98,13 +98,7 @@ impl ChatState {
             })
             .await?;
         while let Some(text) = self.unsent.pop_front() {
-            client
-                .write_line(&ChatLine {
-                    text,
-                    urgency: None,
-                })
-                .await?;
-            self.unacknowledged += 1;
+            self.send(client, text).await?;
         }
         // The daemon first shows what waited for the owner, then says `end`.
         let mut caught_up = false;
@@ -116,10 +110,7 @@ impl ChatState {
                 line = terminal.next_line(), if self.input_open => match line? {
                     Some(text) if text.trim().is_empty() => {}
                     Some(text) if text.trim() == "/quit" => self.input_open = false,
-                    Some(text) => {
-                        client.write_line(&ChatLine { text, urgency: None }).await?;
-                        self.unacknowledged += 1;
-                    }
+                    Some(text) => self.send(client, text).await?,
                     None => self.input_open = false,
                 },
                 response = client.next() => match response? {
@@ -127,6 +118,25 @@ impl ChatState {
                     Some(Response::End) => caught_up = true,
                     Some(response) => self.show(response, terminal),
                 },
+            }
+        }
+    }
+
+    /// Sends a typed line; a line the connection did not take (the daemon just died) is
+    /// kept, first in line for the next connection.
+    async fn send(&mut self, client: &mut Client, text: String) -> Result<(), ClientError> {
+        let line = ChatLine {
+            text,
+            urgency: None,
+        };
+        match client.write_line(&line).await {
+            Ok(()) => {
+                self.unacknowledged += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.unsent.push_front(line.text);
+                Err(e)
             }
         }
     }
