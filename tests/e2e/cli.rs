@@ -610,3 +610,51 @@ fn human_listings_have_headers_local_times_short_text_and_folded_lines() {
     let tokyo = jobs.lines().find(|l| l.starts_with("tokyo")).unwrap();
     assert!(tokyo.contains(" 09:00 "), "next in the job's zone: {jobs}");
 }
+
+/// `steward tools check-shell` classifies without a daemon and without running anything: a
+/// command that would create a marker file is classified, and the marker never appears.
+#[test]
+fn check_shell_classifies_commands_without_running_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("marker");
+    let input = format!(
+        "ls -la\ntouch {}\n{{rm,-rf,~}}\nset -e\\nls\n",
+        marker.display()
+    );
+    let mut child = Command::new(BIN)
+        .args(["tools", "check-shell", "--json", "--workspace"])
+        .arg(dir.path())
+        .args(["--home", "/home/someone"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tiers: Vec<&str> = rows.iter().map(|r| r["tier"].as_str().unwrap()).collect();
+    assert_eq!(
+        tiers,
+        ["safe", "dangerous", "catastrophic", "safe"],
+        "{rows:#?}"
+    );
+    assert_eq!(
+        rows[3]["command"], "set -e\nls",
+        "a literal \\n is a newline"
+    );
+    assert!(
+        rows[2]["reasons"][0].as_str().unwrap().contains('~'),
+        "{rows:#?}"
+    );
+    assert!(!marker.exists(), "nothing was run");
+}

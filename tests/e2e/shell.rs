@@ -1,6 +1,6 @@
-//! The shell tool through the real daemon: safe commands run in the workspace with a scrubbed
-//! environment, dangerous ones wait for confirmation, catastrophic ones never run — however
-//! they are wrapped.
+//! The shell tool through the real daemon: read-only commands run in the workspace with a
+//! scrubbed environment, everything else (a write too: default deny) waits for confirmation,
+//! catastrophic ones never run — however they are wrapped.
 
 use serde_json::Value;
 
@@ -21,9 +21,10 @@ fn safe_commands_run_in_the_workspace_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.toml"), CODING).unwrap();
     let daemon = TestDaemon::start_in_with_env(dir, &[("STEWARD_TEST_SECRET", "hunter2")]);
+    std::fs::write(daemon.path().join("workspace/in.txt"), "hi\n").unwrap();
     let reply = shell(
         &daemon,
-        "echo hi > out.txt && cat out.txt && pwd && echo \"secret=[$STEWARD_TEST_SECRET]\"",
+        "cat in.txt && pwd && echo \"secret=[$STEWARD_TEST_SECRET]\"",
     );
     assert!(reply.starts_with("shell: "), "{reply}");
     let result: Value = serde_json::from_str(reply.trim().trim_start_matches("shell: ")).unwrap();
@@ -38,10 +39,14 @@ fn safe_commands_run_in_the_workspace_without_secrets() {
         "the environment is scrubbed: {out}"
     );
     assert_eq!(result["exit_code"], 0);
-    assert_eq!(
-        std::fs::read_to_string(daemon.path().join("workspace/out.txt")).unwrap(),
-        "hi\n"
+
+    // A write, even inside the workspace, is not read-only: it is asked.
+    let write = shell(&daemon, "echo hi > out.txt");
+    assert!(
+        write.contains("needs your confirmation") && write.contains("out.txt"),
+        "{write}"
     );
+    assert!(!daemon.path().join("workspace/out.txt").exists());
 
     let failing = shell(&daemon, "echo oops >&2; exit 3");
     assert!(

@@ -6,6 +6,7 @@
 
 mod actions;
 mod chat;
+mod check_shell;
 mod cron;
 mod doctor;
 mod init;
@@ -281,6 +282,19 @@ enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Classify shell commands read one per line from stdin (a literal `\n` is a newline),
+    /// as the shell tool would: tier and reasons. Needs no daemon and never runs anything.
+    CheckShell {
+        /// JSON Lines: {"command", "tier", "reasons"}
+        #[arg(long)]
+        json: bool,
+        /// The working directory the commands would run in [default: the current one]
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// The home directory (`~`, `$HOME`) [default: $HOME]
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
     /// Run one tool as the owner through the full pipeline, in the main trajectory
     Call {
         name: String,
@@ -445,6 +459,17 @@ pub fn main() -> ExitCode {
     {
         return tools_bench::run(tools, queries, *k, *json);
     }
+    if let Command::Tools {
+        command:
+            ToolsCommand::CheckShell {
+                json,
+                workspace,
+                home,
+            },
+    } = &cli.command
+    {
+        return check_shell::run(*json, workspace.clone(), home.clone());
+    }
     let ctx = match context(&cli, config_path) {
         Ok(ctx) => ctx,
         Err(code) => return code,
@@ -534,7 +559,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
                 },
         } => client_command(listing::search_tools(&ctx, query, max_results, json)),
         Command::Tools {
-            command: ToolsCommand::Bench { .. },
+            command: ToolsCommand::Bench { .. } | ToolsCommand::CheckShell { .. },
         } => unreachable!("handled above"),
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
         Command::Token {

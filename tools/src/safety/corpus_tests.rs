@@ -34,7 +34,7 @@ fn entries() -> Vec<(CommandTier, String)> {
 fn every_corpus_command_gets_its_tier() {
     let entries = entries();
     assert!(
-        entries.len() >= 200,
+        entries.len() >= 1000,
         "the corpus has {} commands",
         entries.len()
     );

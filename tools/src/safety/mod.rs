@@ -4,6 +4,8 @@
 mod lexer;
 mod parser;
 mod paths;
+mod programs;
+mod readonly;
 mod tiers;
 
 use std::path::PathBuf;

@@ -18,6 +18,8 @@ pub struct SimpleCommand {
     pub position: usize,
     /// The function whose body this command is in, if any.
     pub in_function: Option<String>,
+    /// Ended by `&`: runs in the background.
+    pub background: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,7 +57,9 @@ pub fn parse(source: &str) -> Result<Script, LexError> {
             }
             Token::HereDoc(substitutions) => walk.script.substitutions.extend(substitutions),
             Token::Op(op) => {
+                walk.current.background = op == "&";
                 walk.finish();
+                walk.current.background = false;
                 match op {
                     "|" | "|&" => walk.position += 1,
                     "(" | ")" => {}

@@ -33,7 +33,13 @@ const SYSTEM_DIRS: [&str; 22] = [
 ];
 
 /// Devices a write to which destroys data or the running system.
-const DEVICE_PREFIXES: [&str; 11] = [
+const DEVICE_PREFIXES: [&str; 17] = [
+    "/dev/mapper/",
+    "/dev/dm-",
+    "/dev/loop",
+    "/dev/zram",
+    "/dev/rbd",
+    "/dev/bcache",
     "/dev/sd",
     "/dev/hd",
     "/dev/vd",
@@ -48,9 +54,12 @@ const DEVICE_PREFIXES: [&str; 11] = [
 ];
 
 /// Harmless device targets.
-const HARMLESS_DEVICES: [&str; 6] = [
+const HARMLESS_DEVICES: [&str; 9] = [
     "/dev/null",
     "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
     "/dev/stdout",
     "/dev/stderr",
     "/dev/tty",
@@ -70,6 +79,15 @@ pub fn resolve(text: &str, ctx: &ShellContext) -> Option<PathBuf> {
         .or_else(|| text.strip_prefix("${HOME}/"))
     {
         home?.join(rest)
+    } else if let Some(user) = text.strip_prefix('~') {
+        // `~root`, `~alice/x`: another user's home.
+        let (user, rest) = user.split_once('/').unwrap_or((user, ""));
+        let home = if user == "root" {
+            PathBuf::from("/root")
+        } else {
+            Path::new("/home").join(user)
+        };
+        home.join(rest)
     } else if text.starts_with('/') {
         PathBuf::from(text)
     } else {
@@ -112,8 +130,56 @@ pub fn is_harmless_device(text: &str) -> bool {
         .any(|d| text == *d || (d.ends_with('/') && text.starts_with(d)))
 }
 
+/// A disk or memory device, also written `//dev/sda` or `/dev/../dev/sda`.
 pub fn is_device(text: &str) -> bool {
+    let normal = lexical(Path::new(text));
+    let text = normal.to_string_lossy();
     DEVICE_PREFIXES.iter().any(|d| text.starts_with(d))
+}
+
+/// Files whose content must not leave the machine: keys, tokens, password stores.
+const SECRETS_IN_HOME: [&str; 11] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".docker/config.json",
+    ".kube/config",
+    ".config/gh",
+    ".password-store",
+    ".local/share/keyrings",
+];
+const SECRETS: [&str; 4] = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root"];
+
+/// Whether `text` names a secret (under `~/.ssh`, `~/.gnupg`, …, `/etc/shadow`).
+pub fn is_secret(text: &str, ctx: &ShellContext) -> bool {
+    let text = text.rsplit_once('@').map_or(text, |(_, path)| path);
+    let Some(path) = resolve(text, ctx) else {
+        return false;
+    };
+    SECRETS.iter().any(|s| path.starts_with(s))
+        || ctx.home.as_deref().is_some_and(|home| {
+            SECRETS_IN_HOME
+                .iter()
+                .any(|s| path.starts_with(home.join(s)))
+        })
+}
+
+/// `path` with `.`, `..` and doubled slashes resolved without the file system.
+fn lexical(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 pub fn inside_roots(path: &Path, ctx: &ShellContext) -> bool {

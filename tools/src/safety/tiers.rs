@@ -6,20 +6,28 @@
 //! - **catastrophic**: blocked with the reason, never offered for confirmation (`rm -rf /`,
 //!   `mkfs`, `dd of=/dev/sda`, fork bombs, recursive `chmod` of `/`, writes to `/etc` or into
 //!   `.git/hooks`);
-//! - **dangerous**: needs the owner's confirmation (force pushes, hard resets, `rm`, package
-//!   installs, downloads piped into a shell, writes outside the workspace, inline interpreter
-//!   code, programs smuggled in through options such as `sort --compress-program`);
-//! - **safe**: runs.
+//! - **dangerous**: needs the owner's confirmation — everything that is not known to only
+//!   read (default deny): any write, any program not on the read-only list
+//!   ([`super::readonly`]), any wrapper that runs a program as someone else or out of sight
+//!   (`sudo`, `unshare`, `script`, `tmux`…), any shell or interpreter fed code that is not
+//!   in the command, settings smuggled in through the environment (`LD_PRELOAD=`,
+//!   `GIT_SSH_COMMAND=`), reads of secrets (`~/.ssh`, `~/.gnupg`, …);
+//! - **safe**: every simple command is a listed read-only program used with read-only
+//!   options (`ls`, `grep -rn`, `git log`, `find . -name x`, `sh -c 'ls'`).
 //!
 //! Whatever cannot be parsed or is only known at run time (a command name held in a variable,
 //! `eval "$x"`) is dangerous: the classifier never guesses in the permissive direction.
+//! Inside a program that runs other programs (`strace -f …`, `nsenter -t 1 -m …`,
+//! `tmux new -d '…'`), every tail of its arguments and every argument that reads as a
+//! command is looked at for a catastrophe too, so an unknown wrapper cannot hide one.
 
 use super::ShellContext;
 use super::lexer::Word;
 use super::parser::{Script, SimpleCommand, parse};
 use super::paths::{
-    inside_roots, is_device, is_git_hook, is_harmless_device, is_precious, resolve,
+    inside_roots, is_device, is_git_hook, is_harmless_device, is_precious, is_secret, resolve,
 };
+use super::readonly;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CommandTier {
@@ -59,17 +67,18 @@ pub fn classify_shell(source: &str, ctx: &ShellContext) -> ShellVerdict {
         tier: CommandTier::Safe,
         reasons: Vec::new(),
     };
-    Analysis {
-        ctx,
-        verdict: &mut verdict,
-    }
-    .script(source, 0);
+    Analysis::new(ctx, &mut verdict).script(source, 0);
     verdict
 }
 
 struct Analysis<'a> {
     ctx: &'a ShellContext,
     verdict: &'a mut ShellVerdict,
+    /// How many times something was raised (also a reason already given): whether a
+    /// command's own checks found anything.
+    raised: usize,
+    /// `NAME=value` set earlier in the script with a value known in the text.
+    variables: std::collections::HashMap<String, String>,
 }
 
 use CommandTier::{Catastrophic, Dangerous};
@@ -85,6 +94,124 @@ const WRAPPERS: [&str; 18] = [
     "sudo", "doas", "env", "time", "nohup", "command", "builtin", "exec", "nice", "ionice",
     "timeout", "stdbuf", "setsid", "unbuffer", "xargs", "flock", "chroot", "busybox",
 ];
+
+/// Programs that run other programs in ways the classifier does not follow (as another
+/// user, in another namespace, under a tracer, later, in a terminal multiplexer, through an
+/// editor's or a database shell's escape): always dangerous, and their arguments are looked
+/// through for a catastrophe.
+const RUNNERS: [&str; 42] = [
+    "unshare",
+    "script",
+    "pkexec",
+    "runuser",
+    "setpriv",
+    "taskset",
+    "nsenter",
+    "strace",
+    "ltrace",
+    "systemd-run",
+    "parallel",
+    "tmux",
+    "screen",
+    "toybox",
+    "firejail",
+    "bwrap",
+    "proot",
+    "gdb",
+    "vim",
+    "vi",
+    "nvim",
+    "ex",
+    "ed",
+    "emacs",
+    "sqlite3",
+    "less",
+    "more",
+    "man",
+    "chrt",
+    "cgexec",
+    "schroot",
+    "expect",
+    "coproc",
+    "nc",
+    "ncat",
+    "socat",
+    "docker",
+    "podman",
+    "kubectl",
+    "ssh",
+    "lxc-attach",
+    "machinectl",
+];
+
+/// Wrappers that run their command as it is, as the same user, in sight: the command alone
+/// decides the tier (`time ls` is as safe as `ls`).
+const TRANSPARENT: [&str; 8] = [
+    "time", "nice", "ionice", "timeout", "stdbuf", "command", "builtin", "xargs",
+];
+
+/// Variables that only change how a program formats its output.
+const HARMLESS_VARIABLES: [&str; 8] = [
+    "LANG", "LANGUAGE", "TZ", "COLUMNS", "LINES", "NO_COLOR", "CLICOLOR", "TERM",
+];
+
+/// A word with its brace expansions (`{rm,-rf,~}` → `rm -rf ~`), as the shell does for an
+/// unquoted word (one with no space); at most 64 words.
+fn expand_braces(word: &Word) -> Vec<Word> {
+    let mut done = Vec::new();
+    let mut pending = vec![word.text.clone()];
+    while let Some(text) = pending.pop() {
+        match brace_alternatives(&text) {
+            Some(alternatives) if done.len() + pending.len() + alternatives.len() <= 64 => {
+                pending.extend(alternatives.into_iter().rev());
+            }
+            _ => done.push(Word {
+                text,
+                ..word.clone()
+            }),
+        }
+    }
+    done
+}
+
+/// The words the first `{a,b}` group of `text` expands to, if it has one.
+fn brace_alternatives(text: &str) -> Option<Vec<String>> {
+    if text.contains(' ') {
+        return None;
+    }
+    let open = text.find('{')?;
+    let mut depth = 0;
+    let mut commas = Vec::new();
+    let mut close = None;
+    for (i, c) in text.char_indices().skip_while(|(i, _)| *i < open) {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(i);
+                    break;
+                }
+            }
+            ',' if depth == 1 => commas.push(i),
+            _ => {}
+        }
+    }
+    let close = close?;
+    if commas.is_empty() {
+        return None;
+    }
+    let (prefix, suffix) = (&text[..open], &text[close + 1..]);
+    let mut bounds = vec![open];
+    bounds.extend(&commas);
+    bounds.push(close);
+    Some(
+        bounds
+            .windows(2)
+            .map(|w| format!("{prefix}{}{suffix}", &text[w[0] + 1..w[1]]))
+            .collect(),
+    )
+}
 
 fn basename(text: &str) -> &str {
     text.rsplit('/').next().unwrap_or(text)
@@ -113,9 +240,61 @@ fn operands(args: &[Word]) -> Vec<&Word> {
     out
 }
 
-impl Analysis<'_> {
+impl<'a> Analysis<'a> {
+    fn new(ctx: &'a ShellContext, verdict: &'a mut ShellVerdict) -> Self {
+        Self {
+            ctx,
+            verdict,
+            raised: 0,
+            variables: Default::default(),
+        }
+    }
+
     fn raise(&mut self, tier: CommandTier, reason: impl Into<String>) {
+        self.raised += 1;
         self.verdict.raise(tier, reason);
+    }
+
+    /// Whether `argv` (or `source`, when it is given) would be catastrophic on its own —
+    /// for what a runner hides in its arguments; its reasons.
+    fn catastrophe_in(&self, argv: &[Word], source: Option<&str>, depth: usize) -> Vec<String> {
+        let mut verdict = ShellVerdict {
+            tier: CommandTier::Safe,
+            reasons: Vec::new(),
+        };
+        let mut inner = Analysis::new(self.ctx, &mut verdict);
+        inner.variables = self.variables.clone();
+        match source {
+            Some(source) => inner.script(source, depth + 1),
+            None => inner.argv(argv, depth + 1, false),
+        }
+        if verdict.tier == Catastrophic {
+            verdict.reasons
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Looks through the arguments of a program that runs other programs for a catastrophe:
+    /// each tail (`strace -f rm -rf /`) and each argument that reads as a command line
+    /// (`tmux new -d 'rm -rf ~'`).
+    fn hidden_catastrophes(&mut self, args: &[Word], depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        for start in 0..args.len() {
+            let mut found = self.catastrophe_in(&args[start..], None, depth);
+            let arg = &args[start];
+            if found.is_empty() && !arg.dynamic && arg.text.contains(' ') {
+                found = self.catastrophe_in(&[], Some(&arg.text), depth);
+            }
+            if !found.is_empty() {
+                for reason in found {
+                    self.raise(Catastrophic, reason);
+                }
+                return;
+            }
+        }
     }
 
     fn script(&mut self, source: &str, depth: usize) {
@@ -134,6 +313,12 @@ impl Analysis<'_> {
             self.script(substitution, depth + 1);
         }
         self.fork_bombs(&script);
+        if let Some(function) = script.commands.iter().find_map(|c| c.in_function.as_ref()) {
+            self.raise(
+                Dangerous,
+                format!("defines the shell function `{function}`, which can stand for any command"),
+            );
+        }
         self.download_pipelines(&script);
         for command in &script.commands {
             for (op, target) in &command.redirects {
@@ -141,10 +326,58 @@ impl Analysis<'_> {
                     && !(op.ends_with(">&")
                         && target.text.chars().all(|c| c.is_ascii_digit() || c == '-'));
                 if writes {
-                    self.write_target(target);
+                    let target = self.known(target);
+                    self.write_target(&target);
                 }
             }
-            self.argv(&command.argv, depth, false);
+            self.assignments(command);
+            let argv: Vec<Word> = command
+                .argv
+                .iter()
+                .flat_map(|word| expand_braces(&self.known(word)))
+                .collect();
+            self.argv(&argv, depth, false);
+        }
+    }
+
+    /// Environment set for one command (`LD_PRELOAD=x ls`) may change what it runs; a
+    /// standalone assignment (`X=/`) is remembered for the words that use it later.
+    fn assignments(&mut self, command: &SimpleCommand) {
+        for assignment in &command.assignments {
+            let Some((name, value)) = assignment.text.split_once('=') else {
+                continue;
+            };
+            if command.argv.is_empty() {
+                if assignment.dynamic {
+                    self.variables.remove(name);
+                } else {
+                    self.variables.insert(name.to_owned(), value.to_owned());
+                }
+            } else if !HARMLESS_VARIABLES.contains(&name) && !name.starts_with("LC_") {
+                self.raise(
+                    Dangerous,
+                    format!("sets {name} for the command, which can change what it runs"),
+                );
+            }
+        }
+    }
+
+    /// `word` with `$NAME` / `${NAME}` replaced where the script set NAME to a known value.
+    fn known(&self, word: &Word) -> Word {
+        if !word.dynamic || self.variables.is_empty() {
+            return word.clone();
+        }
+        let mut text = word.text.clone();
+        for (name, value) in &self.variables {
+            text = text
+                .replace(&format!("${{{name}}}"), value)
+                .replace(&format!("${name}"), value);
+        }
+        let dynamic = text.contains('$') || !word.substitutions.is_empty();
+        Word {
+            text,
+            dynamic,
+            substitutions: word.substitutions.clone(),
         }
     }
 
@@ -160,10 +393,18 @@ impl Analysis<'_> {
                 .filter(|c| c.pipeline == command.pipeline)
                 .count()
                 > 1;
-            if calls_itself && in_pipeline {
+            let self_calls = script
+                .commands
+                .iter()
+                .filter(|c| {
+                    c.in_function.as_ref() == Some(function)
+                        && c.argv.first().is_some_and(|w| &w.text == function)
+                })
+                .count();
+            if calls_itself && (in_pipeline || command.background || self_calls > 1) {
                 self.raise(
                     Catastrophic,
-                    format!("fork bomb: function `{function}` pipes into itself"),
+                    format!("fork bomb: function `{function}` multiplies itself"),
                 );
             }
         }
@@ -227,8 +468,19 @@ impl Analysis<'_> {
         }
         let name = basename(&first.text);
         let args = &argv[1..];
+        let listed = readonly::listed_name(&first.text);
+        if listed.is_some() && matches!(texts(args).as_slice(), ["--help"] | ["--version"]) {
+            return;
+        }
         if WRAPPERS.contains(&name) {
             return self.wrapper(name, args, depth, unknown_args);
+        }
+        if RUNNERS.contains(&name) {
+            self.raise(
+                Dangerous,
+                format!("`{name}` runs other programs, out of the classifier's sight"),
+            );
+            return self.hidden_catastrophes(args, depth);
         }
         if SHELLS.contains(&name) {
             return self.shell(name, args, depth);
@@ -236,6 +488,49 @@ impl Analysis<'_> {
         if INTERPRETERS.contains(&name) {
             return self.interpreter(name, args);
         }
+        let mark = self.raised;
+        self.program(name, args, depth, unknown_args);
+        if self.raised == mark {
+            self.read_only_or_not(&first.text, listed, args, unknown_args);
+        }
+    }
+
+    /// Default deny: a command nothing above objected to is still dangerous unless it is a
+    /// listed read-only program used with read-only options, reading no secret.
+    fn read_only_or_not(
+        &mut self,
+        written: &str,
+        listed: Option<&str>,
+        args: &[Word],
+        unknown_args: bool,
+    ) {
+        let Some(name) = listed else {
+            self.raise(
+                Dangerous,
+                format!("`{written}` is a program of its own, not a known read-only command"),
+            );
+            return;
+        };
+        if let Some(reason) = readonly::not_read_only(name, args) {
+            self.raise(Dangerous, reason);
+        } else if unknown_args && !readonly::PURE_READERS.contains(&name) {
+            self.raise(
+                Dangerous,
+                format!("`{name}` is given arguments only known at run time"),
+            );
+        } else if let Some(secret) = args.iter().find(|a| is_secret(&a.text, self.ctx)) {
+            self.raise(
+                Dangerous,
+                format!(
+                    "reads a secret ({}), which would leave the machine in the answer",
+                    secret.text
+                ),
+            );
+        }
+    }
+
+    /// The checks of a particular program (deletion, permissions, git, packages…).
+    fn program(&mut self, name: &str, args: &[Word], depth: usize, unknown_args: bool) {
         if self.runs_other_code(name, args, depth) || self.changes_the_system(name, args) {
             return;
         }
@@ -252,6 +547,28 @@ impl Analysis<'_> {
             }
             "cp" | "mv" | "install" => {
                 let targets = operands(args);
+                if name == "mv" {
+                    let sources = if option_value(args, "-t", "--target-directory").is_some() {
+                        &targets[..]
+                    } else {
+                        &targets[..targets.len().saturating_sub(1)]
+                    };
+                    for source in sources {
+                        let system = resolve(&source.text, self.ctx)
+                            .is_some_and(|p| p.starts_with("/etc") || p.starts_with("/boot"));
+                        if is_precious(&source.text, self.ctx) || system || is_device(&source.text)
+                        {
+                            self.raise(
+                                Catastrophic,
+                                format!(
+                                    "mv takes `{}` away from where the system needs it",
+                                    source.text
+                                ),
+                            );
+                            return;
+                        }
+                    }
+                }
                 if let Some(dir) = option_value(args, "-t", "--target-directory") {
                     self.write_target(&dir);
                 } else if targets.len() >= 2 {
@@ -312,18 +629,6 @@ impl Analysis<'_> {
                     self.command_string(command, depth);
                 }
             }
-            "awk" | "gawk" | "mawk" | "nawk" => {
-                let program = operands(args)
-                    .first()
-                    .map(|w| w.text.clone())
-                    .unwrap_or_default();
-                if program.contains("system")
-                    || program.contains('|')
-                    || program.contains("getline")
-                {
-                    self.raise(Dangerous, format!("the {name} program runs commands"));
-                }
-            }
             "sort" => {
                 if args.iter().any(|a| {
                     a.text.starts_with("--compress-program")
@@ -351,6 +656,18 @@ impl Analysis<'_> {
                 if smuggles {
                     self.raise(Dangerous, "tar runs another program");
                 }
+                if readonly::not_read_only("tar", args).is_some() {
+                    if let Some(dir) = option_value(args, "-C", "--directory") {
+                        self.write_target(&dir);
+                    }
+                    self.raise(Dangerous, "tar writes files");
+                }
+            }
+            "unzip" => {
+                if let Some(dir) = option_value(args, "-d", "--directory") {
+                    self.write_target(&dir);
+                }
+                return false;
             }
             "rsync" => {
                 if args.iter().any(|a| {
@@ -360,6 +677,23 @@ impl Analysis<'_> {
                 }) {
                     self.raise(Dangerous, "rsync runs another program");
                 }
+                let destination = operands(args)
+                    .last()
+                    .copied()
+                    .filter(|_| operands(args).len() >= 2);
+                if let Some(destination) = destination.filter(|d| !d.text.contains(':')) {
+                    if args.iter().any(|a| a.text.starts_with("--delete"))
+                        && is_precious(&destination.text, self.ctx)
+                    {
+                        self.raise(
+                            Catastrophic,
+                            format!("rsync --delete into `{}` empties it", destination.text),
+                        );
+                        return true;
+                    }
+                    self.write_target(destination);
+                }
+                self.raise(Dangerous, "rsync writes its destination");
             }
             "zip" => {
                 if args
@@ -369,7 +703,6 @@ impl Analysis<'_> {
                     self.raise(Dangerous, "zip runs another program");
                 }
             }
-            "ssh" => self.raise(Dangerous, "runs commands on a remote host"),
             _ => return false,
         }
         true
@@ -379,11 +712,54 @@ impl Analysis<'_> {
     /// `name` was one.
     fn changes_the_system(&mut self, name: &str, args: &[Word]) -> bool {
         match name {
-            "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
-            | "gdisk" | "sgdisk" | "blkdiscard" => {
+            "wipefs" | "fdisk" | "sfdisk" | "parted"
+                if readonly::not_read_only(name, args).is_none() =>
+            {
+                // Listing (`fdisk -l`, `parted -l`, `wipefs /dev/sda`): read-only.
+                return false;
+            }
+            "mkfs" | "mke2fs" | "mkswap" | "mkntfs" | "mkdosfs" | "mkexfatfs" | "wipefs"
+            | "fdisk" | "sfdisk" | "cfdisk" | "parted" | "gdisk" | "sgdisk" | "blkdiscard" => {
                 self.raise(
                     Catastrophic,
                     format!("{name} destroys file systems or partitions"),
+                );
+            }
+            "lvremove" | "vgremove" | "pvremove" => {
+                self.raise(Catastrophic, format!("{name} destroys logical volumes"));
+            }
+            "cryptsetup"
+                if args.iter().any(|a| {
+                    [
+                        "luksFormat",
+                        "erase",
+                        "luksErase",
+                        "luksKillSlot",
+                        "reencrypt",
+                    ]
+                    .contains(&a.text.as_str())
+                }) =>
+            {
+                self.raise(
+                    Catastrophic,
+                    "cryptsetup destroys an encrypted volume's keys",
+                );
+            }
+            "nvme"
+                if args
+                    .iter()
+                    .any(|a| a.text == "format" || a.text == "sanitize") =>
+            {
+                self.raise(Catastrophic, "nvme format/sanitize erases a drive");
+            }
+            "zpool" | "zfs"
+                if args
+                    .iter()
+                    .any(|a| a.text == "destroy" || a.text == "labelclear") =>
+            {
+                self.raise(
+                    Catastrophic,
+                    format!("{name} destroy removes a pool or data set"),
                 );
             }
             n if n.starts_with("mkfs.") => {
@@ -432,6 +808,8 @@ impl Analysis<'_> {
             "service" if args.iter().any(|a| a.text == "stop" || a.text == "restart") => {
                 self.raise(Dangerous, "stops or restarts a service");
             }
+            "kill" if readonly::not_read_only(name, args).is_none() => return false,
+            "mount" if args.is_empty() => return false,
             "kill" | "pkill" | "killall" => {
                 if name == "kill" && args.last().is_some_and(|a| a.text == "-1") && args.len() >= 2
                 {
@@ -460,6 +838,26 @@ impl Analysis<'_> {
     }
 
     fn wrapper(&mut self, name: &str, args: &[Word], depth: usize, unknown_args: bool) {
+        let plain_env = name == "env"
+            && args
+                .first()
+                .is_none_or(|a| !a.text.starts_with('-') && !a.text.contains('='));
+        if !TRANSPARENT.contains(&name) && !plain_env && !matches!(name, "sudo" | "doas" | "chroot")
+        {
+            self.raise(
+                Dangerous,
+                format!("`{name}` changes how or where the command runs"),
+            );
+        }
+        let mark = self.verdict.tier;
+        self.wrapped(name, args, depth, unknown_args);
+        if self.verdict.tier < Catastrophic && mark < Catastrophic {
+            self.hidden_catastrophes(args, depth);
+        }
+    }
+
+    /// The command a wrapper runs, classified.
+    fn wrapped(&mut self, name: &str, args: &[Word], depth: usize, unknown_args: bool) {
         let rest: &[Word] = match name {
             "sudo" | "doas" => {
                 self.raise(Dangerous, format!("{name} runs the command as root"));
@@ -546,13 +944,22 @@ impl Analysis<'_> {
             }
             return;
         }
-        if let Some(script) = operands(args).first()
-            && script.dynamic
-        {
-            self.raise(
+        match operands(args).first() {
+            Some(script) if script.dynamic => self.raise(
                 Dangerous,
                 format!("{name} runs a script produced at run time"),
-            );
+            ),
+            Some(script) => self.raise(
+                Dangerous,
+                format!(
+                    "{name} runs the script {}, which is not in the command",
+                    script.text
+                ),
+            ),
+            None => self.raise(
+                Dangerous,
+                format!("{name} runs commands it reads at run time"),
+            ),
         }
     }
 
@@ -590,6 +997,11 @@ impl Analysis<'_> {
             self.raise(
                 Dangerous,
                 format!("{name} runs a script produced at run time"),
+            );
+        } else {
+            self.raise(
+                Dangerous,
+                format!("{name} runs code the classifier cannot read"),
             );
         }
     }
@@ -654,6 +1066,9 @@ impl Analysis<'_> {
     }
 
     fn dd(&mut self, args: &[Word]) {
+        if readonly::not_read_only("dd", args).is_none() {
+            return;
+        }
         for arg in args {
             if let Some(target) = arg.text.strip_prefix("of=") {
                 if is_device(target) {
@@ -697,6 +1112,24 @@ impl Analysis<'_> {
     }
 
     fn find(&mut self, args: &[Word], depth: usize) {
+        let starts: Vec<&Word> = args
+            .iter()
+            .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+            .collect();
+        let deletes = args.iter().enumerate().any(|(i, a)| {
+            a.text == "-delete"
+                || (matches!(a.text.as_str(), "-exec" | "-execdir")
+                    && args.get(i + 1).is_some_and(|p| basename(&p.text) == "rm"))
+        });
+        if let Some(start) = starts.iter().find(|s| is_precious(&s.text, self.ctx))
+            && deletes
+        {
+            self.raise(
+                Catastrophic,
+                format!("find {} deletes what it finds there", start.text),
+            );
+            return;
+        }
         let mut i = 0;
         while i < args.len() {
             match args[i].text.as_str() {
@@ -943,8 +1376,8 @@ impl Analysis<'_> {
         }
     }
 
-    /// A path the command writes: devices, /etc and git hooks are catastrophic, anything
-    /// outside the workspace (and /tmp) dangerous.
+    /// A path the command writes: devices, /etc and git hooks are catastrophic, any other
+    /// write dangerous (outside the workspace and /tmp said so).
     fn write_target(&mut self, target: &Word) {
         let text = target.text.as_str();
         if text.is_empty() || is_harmless_device(text) {
@@ -975,13 +1408,17 @@ impl Analysis<'_> {
             && !text.starts_with('~')
             && !text.starts_with("$HOME")
         {
-            // A run-time path relative to the workspace: where it lands is unknown, but
-            // writes are the write tools' business; only escapes we can see are flagged.
+            self.raise(
+                Dangerous,
+                format!("writes {text}, a path known only at run time"),
+            );
         } else if !inside_roots(&path, self.ctx) {
             self.raise(
                 Dangerous,
                 format!("writes outside the workspace ({})", path.display()),
             );
+        } else {
+            self.raise(Dangerous, format!("writes {}", path.display()));
         }
     }
 }
