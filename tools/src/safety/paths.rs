@@ -155,6 +155,28 @@ const SECRETS: [&str; 4] = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/roo
 
 /// Whether `text` names a secret (under `~/.ssh`, `~/.gnupg`, …, `/etc/shadow`).
 pub fn is_secret(text: &str, ctx: &ShellContext) -> bool {
+    // Every secret's path names one of these in its text: most words are rejected here,
+    // without building a path.
+    const HINTS: [&str; 12] = [
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".netrc",
+        ".pgpass",
+        "credentials",
+        ".docker",
+        ".kube",
+        "gh",
+        "password-store",
+        "keyrings",
+        "root",
+    ];
+    if !HINTS.iter().any(|h| text.contains(h))
+        && !text.contains("shadow")
+        && !text.contains("sudoers")
+    {
+        return false;
+    }
     let text = text.rsplit_once('@').map_or(text, |(_, path)| path);
     let Some(path) = resolve(text, ctx) else {
         return false;

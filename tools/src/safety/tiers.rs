@@ -72,7 +72,8 @@ pub fn classify_shell(source: &str, ctx: &ShellContext) -> ShellVerdict {
 }
 
 struct Analysis<'a> {
-    ctx: &'a ShellContext,
+    /// Where the script runs; a `cd` in it moves the working directory for what follows.
+    ctx: std::borrow::Cow<'a, ShellContext>,
     verdict: &'a mut ShellVerdict,
     /// How many times something was raised (also a reason already given): whether a
     /// command's own checks found anything.
@@ -243,7 +244,7 @@ fn operands(args: &[Word]) -> Vec<&Word> {
 impl<'a> Analysis<'a> {
     fn new(ctx: &'a ShellContext, verdict: &'a mut ShellVerdict) -> Self {
         Self {
-            ctx,
+            ctx: std::borrow::Cow::Borrowed(ctx),
             verdict,
             raised: 0,
             variables: Default::default(),
@@ -262,7 +263,7 @@ impl<'a> Analysis<'a> {
             tier: CommandTier::Safe,
             reasons: Vec::new(),
         };
-        let mut inner = Analysis::new(self.ctx, &mut verdict);
+        let mut inner = Analysis::new(&self.ctx, &mut verdict);
         inner.variables = self.variables.clone();
         match source {
             Some(source) => inner.script(source, depth + 1),
@@ -286,7 +287,15 @@ impl<'a> Analysis<'a> {
             let mut found = self.catastrophe_in(&args[start..], None, depth);
             let arg = &args[start];
             if found.is_empty() && !arg.dynamic && arg.text.contains(' ') {
-                found = self.catastrophe_in(&[], Some(&arg.text), depth);
+                // An editor's or a database shell's escape: `!cmd`, `:!cmd`, `shell cmd`.
+                let text = arg.text.trim_start();
+                let command = [
+                    "!", ":!", ":shell ", "shell ", ".shell ", ".system ", "system ",
+                ]
+                .iter()
+                .find_map(|escape| text.strip_prefix(escape))
+                .unwrap_or(text);
+                found = self.catastrophe_in(&[], Some(command), depth);
             }
             if !found.is_empty() {
                 for reason in found {
@@ -331,6 +340,7 @@ impl<'a> Analysis<'a> {
                 }
             }
             self.assignments(command);
+            self.change_directory(command);
             let argv: Vec<Word> = command
                 .argv
                 .iter()
@@ -359,6 +369,21 @@ impl<'a> Analysis<'a> {
                     format!("sets {name} for the command, which can change what it runs"),
                 );
             }
+        }
+    }
+
+    /// `cd DIR` with a directory known in the text: later relative paths resolve there
+    /// (`cd / && rm -rf *` is `rm -rf /*`).
+    fn change_directory(&mut self, command: &SimpleCommand) {
+        let [name, dir] = command.argv.as_slice() else {
+            return;
+        };
+        if !matches!(name.text.as_str(), "cd" | "pushd") || dir.dynamic {
+            return;
+        }
+        let dir = self.known(dir);
+        if let Some(path) = resolve(&dir.text, &self.ctx) {
+            self.ctx.to_mut().roots.insert(0, path);
         }
     }
 
@@ -518,7 +543,7 @@ impl<'a> Analysis<'a> {
                 Dangerous,
                 format!("`{name}` is given arguments only known at run time"),
             );
-        } else if let Some(secret) = args.iter().find(|a| is_secret(&a.text, self.ctx)) {
+        } else if let Some(secret) = args.iter().find(|a| is_secret(&a.text, &self.ctx)) {
             self.raise(
                 Dangerous,
                 format!(
@@ -554,9 +579,9 @@ impl<'a> Analysis<'a> {
                         &targets[..targets.len().saturating_sub(1)]
                     };
                     for source in sources {
-                        let system = resolve(&source.text, self.ctx)
+                        let system = resolve(&source.text, &self.ctx)
                             .is_some_and(|p| p.starts_with("/etc") || p.starts_with("/boot"));
-                        if is_precious(&source.text, self.ctx) || system || is_device(&source.text)
+                        if is_precious(&source.text, &self.ctx) || system || is_device(&source.text)
                         {
                             self.raise(
                                 Catastrophic,
@@ -683,7 +708,7 @@ impl<'a> Analysis<'a> {
                     .filter(|_| operands(args).len() >= 2);
                 if let Some(destination) = destination.filter(|d| !d.text.contains(':')) {
                     if args.iter().any(|a| a.text.starts_with("--delete"))
-                        && is_precious(&destination.text, self.ctx)
+                        && is_precious(&destination.text, &self.ctx)
                     {
                         self.raise(
                             Catastrophic,
@@ -1015,7 +1040,7 @@ impl<'a> Analysis<'a> {
             return;
         }
         for target in operands(args) {
-            if recursive && is_precious(&target.text, self.ctx) {
+            if recursive && is_precious(&target.text, &self.ctx) {
                 self.raise(
                     Catastrophic,
                     format!(
@@ -1041,10 +1066,10 @@ impl<'a> Analysis<'a> {
             .any(|a| has_short(&a.text, 'R') || a.text == "--recursive");
         let targets: Vec<&Word> = operands(args).into_iter().skip(1).collect();
         for target in &targets {
-            let system = resolve(&target.text, self.ctx).is_some_and(|p| {
+            let system = resolve(&target.text, &self.ctx).is_some_and(|p| {
                 p.starts_with("/etc") || p.starts_with("/usr") || p.starts_with("/boot")
             });
-            if (recursive && is_precious(&target.text, self.ctx)) || target.text == "/" || system {
+            if (recursive && is_precious(&target.text, &self.ctx)) || target.text == "/" || system {
                 self.raise(
                     Catastrophic,
                     format!("{name} of system path `{}`", target.text),
@@ -1056,7 +1081,7 @@ impl<'a> Analysis<'a> {
             self.raise(Dangerous, format!("recursive {name}"));
         }
         for target in targets {
-            if resolve(&target.text, self.ctx).is_some_and(|p| !inside_roots(&p, self.ctx)) {
+            if resolve(&target.text, &self.ctx).is_some_and(|p| !inside_roots(&p, &self.ctx)) {
                 self.raise(
                     Dangerous,
                     format!("{name} outside the workspace (`{}`)", target.text),
@@ -1098,7 +1123,7 @@ impl<'a> Analysis<'a> {
                 .iter()
                 .take(operands.len().saturating_sub(1).max(1))
             {
-                if resolve(&target.text, self.ctx).is_some_and(|p| !inside_roots(&p, self.ctx)) {
+                if resolve(&target.text, &self.ctx).is_some_and(|p| !inside_roots(&p, &self.ctx)) {
                     self.raise(
                         Dangerous,
                         format!(
@@ -1121,7 +1146,7 @@ impl<'a> Analysis<'a> {
                 || (matches!(a.text.as_str(), "-exec" | "-execdir")
                     && args.get(i + 1).is_some_and(|p| basename(&p.text) == "rm"))
         });
-        if let Some(start) = starts.iter().find(|s| is_precious(&s.text, self.ctx))
+        if let Some(start) = starts.iter().find(|s| is_precious(&s.text, &self.ctx))
             && deletes
         {
             self.raise(
@@ -1387,7 +1412,7 @@ impl<'a> Analysis<'a> {
             self.raise(Catastrophic, format!("writes to the device {text}"));
             return;
         }
-        let Some(path) = resolve(text, self.ctx) else {
+        let Some(path) = resolve(text, &self.ctx) else {
             return;
         };
         if path.starts_with("/etc") {
@@ -1412,7 +1437,7 @@ impl<'a> Analysis<'a> {
                 Dangerous,
                 format!("writes {text}, a path known only at run time"),
             );
-        } else if !inside_roots(&path, self.ctx) {
+        } else if !inside_roots(&path, &self.ctx) {
             self.raise(
                 Dangerous,
                 format!("writes outside the workspace ({})", path.display()),
