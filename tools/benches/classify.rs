@@ -7,7 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use steward_tools::safety::{ShellContext, classify_shell};
 
