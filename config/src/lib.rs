@@ -235,6 +235,8 @@ pub struct ToolsConfig {
     /// `[tools.http] allow_hosts`: hosts (or host:port) `http_request` may reach even when
     /// they resolve to loopback or private addresses.
     pub http_allow_hosts: Vec<String>,
+    /// `[tools.shell]`: how shell commands are confined.
+    pub shell: ShellConfig,
     /// `tools.profile`: the groups of tools enabled before `allow` and `deny`.
     pub profile: ToolProfile,
     /// `tools.allow` / `tools.deny`: tool names or `group:NAME` (`group:mcp:*`).
@@ -243,6 +245,23 @@ pub struct ToolsConfig {
     /// `tools.defer_threshold_pct`: deferred-eligible tools are shown by name only once
     /// their schemas would take more than this share of the context window (0: always).
     pub defer_threshold_pct: u8,
+}
+
+/// `[tools.shell]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ShellConfig {
+    /// `tools.shell.sandbox`: confined by Landlock (default) or not at all (`"none"`, only
+    /// when written so).
+    pub sandbox: ShellSandbox,
+    /// `tools.shell.network`: sandboxed commands may open TCP connections.
+    pub network: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ShellSandbox {
+    #[default]
+    Landlock,
+    None,
 }
 
 /// `tools.profile`.

@@ -178,10 +178,20 @@ pub(crate) struct RawTools {
     pub plan_mode: bool,
     pub ledger_retention_days: Spanned<f64>,
     pub http: RawHttp,
+    pub shell: RawShell,
     pub profile: Spanned<String>,
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     pub defer_threshold_pct: Spanned<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawShell {
+    /// "landlock" (the default: every command confined by the kernel) or "none".
+    pub sandbox: Option<Spanned<String>>,
+    /// Let sandboxed commands open TCP connections (default false).
+    pub network: bool,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -199,6 +209,7 @@ impl Default for RawTools {
             plan_mode: false,
             ledger_retention_days: Spanned::new(0..0, 7.0),
             http: RawHttp::default(),
+            shell: RawShell::default(),
             profile: Spanned::new(0..0, "assistant".into()),
             allow: Vec::new(),
             deny: Vec::new(),

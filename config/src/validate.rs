@@ -309,7 +309,8 @@ use crate::raw::{RawConfig, RawDaemon, RawModel, RawSenders, RawTools, RawUrgenc
 use crate::{
     ApiKeySource, Config, DaemonConfig, DispatcherConfig, InboxConfig, LaneConfig, LogFormat,
     McpServerConfig, McpTransport, ModelConfig, ModelProvider, OwnerConfig, PolicyDecisionConfig,
-    PolicyRuleConfig, ToolProfile, ToolsConfig, TrajectoryConfig, known_context_window,
+    PolicyRuleConfig, ShellConfig, ShellSandbox, ToolProfile, ToolsConfig, TrajectoryConfig,
+    known_context_window,
 };
 
 /// A retention in days, fractions allowed (`0.5` is twelve hours): at least a minute (the
@@ -743,6 +744,25 @@ fn resolve_tools(
             &at,
         )?,
         http_allow_hosts: raw.http.allow_hosts,
+        shell: ShellConfig {
+            sandbox: match raw.shell.sandbox.as_ref() {
+                None => ShellSandbox::Landlock,
+                Some(mode) => match mode.get_ref().as_str() {
+                    "landlock" => ShellSandbox::Landlock,
+                    "none" => ShellSandbox::None,
+                    other => {
+                        return Err(ConfigError::invalid(
+                            "tools.shell.sandbox",
+                            at(mode.span()),
+                            format!(
+                                "{other:?} is not a sandbox; expected \"landlock\" or \"none\""
+                            ),
+                        ));
+                    }
+                },
+            },
+            network: raw.shell.network,
+        },
         profile: match raw.profile.get_ref().as_str() {
             "minimal" => ToolProfile::Minimal,
             "assistant" => ToolProfile::Assistant,

@@ -64,6 +64,7 @@ pub(crate) fn cron_specs(
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(
     config: &Config,
+    data_dir: &std::path::Path,
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
@@ -93,6 +94,7 @@ fn registry(
             context_window_tokens: config.model.context_window_tokens,
             threshold_pct: tools.defer_threshold_pct,
         });
+    let builder = builtin::register_shell(builder, shell_sandbox(config, data_dir));
     builtin::register_http(builder, tools.http_allow_hosts.clone())
         .build()
         .map_err(|e| match e {
@@ -112,6 +114,36 @@ fn registry(
             .into(),
             other => anyhow::Error::from(other),
         })
+}
+
+/// The shell sandbox as configured, with what the kernel enforces (probed once, here, by
+/// running the launcher); `None` when the owner chose `tools.shell.sandbox = "none"`.
+fn shell_sandbox(config: &Config, data_dir: &std::path::Path) -> Option<builtin::ShellSandbox> {
+    if config.tools.shell.sandbox == steward_config::ShellSandbox::None {
+        warn!("tools.shell.sandbox = \"none\": shell commands run unconfined");
+        return None;
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let config_dir =
+        crate::paths::default_config_path().and_then(|p| p.parent().map(PathBuf::from));
+    let launcher = std::env::current_exe();
+    let available = match &launcher {
+        Ok(launcher) => crate::cli::sandbox_probe(launcher).map(|_| ()),
+        Err(e) => Err(format!("cannot find the steward binary: {e}")),
+    };
+    if let Err(why) = &available {
+        warn!(why = %why, "the shell sandbox is unavailable: every shell command will be asked");
+    }
+    Some(builtin::ShellSandbox {
+        launcher: launcher.unwrap_or_default(),
+        deny_read: steward_tools::sandbox::denied_paths(
+            data_dir,
+            config_dir.as_deref(),
+            home.as_deref(),
+        ),
+        network: config.tools.shell.network,
+        available,
+    })
 }
 
 /// Spill files (full outputs of truncated results) older than this are removed at start.
@@ -253,6 +285,7 @@ impl Core {
         };
         let tools = registry(
             config,
+            &data_dir,
             store.memory_tree()?,
             &scheduler,
             &watches,

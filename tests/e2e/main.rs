@@ -19,6 +19,7 @@ mod mail_corpus;
 mod mcp;
 mod model;
 mod outbox;
+mod sandbox;
 mod scripted_model;
 mod service;
 mod shell;

@@ -27,6 +27,7 @@ mod pipeline;
 pub mod policy;
 mod registry;
 pub mod safety;
+pub mod sandbox;
 pub mod search;
 pub mod selection;
 

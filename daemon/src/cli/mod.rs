@@ -12,7 +12,9 @@ mod doctor;
 mod init;
 mod listing;
 mod output;
+mod sandbox_exec;
 mod send;
+pub use sandbox_exec::run_probe as sandbox_probe;
 mod service;
 mod table;
 mod tools_bench;
@@ -432,6 +434,12 @@ impl Context {
 }
 
 pub fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some(sandbox_exec::EXEC) => return sandbox_exec::exec(&args[2..]),
+        Some(sandbox_exec::PROBE) => return sandbox_exec::probe(),
+        _ => {}
+    }
     let cli = Cli::parse();
     let config_path = cli.config.clone().or_else(paths::default_config_path);
     if let Command::Init { force } = cli.command {

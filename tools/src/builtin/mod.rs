@@ -39,6 +39,16 @@ pub fn register_http(
         )
 }
 
+pub use shell::ShellSandbox;
+
+/// Adds `shell`, confined by `sandbox` (`None`: `tools.shell.sandbox = "none"`).
+pub fn register_shell(
+    builder: ToolRegistryBuilder,
+    sandbox: Option<ShellSandbox>,
+) -> ToolRegistryBuilder {
+    builder.register(shell::contract(), shell::Shell { sandbox })
+}
+
 /// A builder holding every built-in tool that needs no outside state.
 pub fn builtins() -> ToolRegistryBuilder {
     ToolRegistryBuilder::new()
@@ -50,7 +60,6 @@ pub fn builtins() -> ToolRegistryBuilder {
         .register(fs_read::contract(), fs_read::FsRead)
         .register(fs_write::contract(), fs_write::FsWrite)
         .register(notify_owner::contract(), notify_owner::NotifyOwner)
-        .register(shell::contract(), shell::Shell)
         .register(sleep::contract(), sleep::Sleep)
 }
 

@@ -1,5 +1,9 @@
 //! `shell`: runs a command with `sh -c` in the first root, with a timeout and an environment
-//! scrubbed of everything but a few harmless variables (no API keys, no tokens).
+//! scrubbed of everything but a few harmless variables (no API keys, no tokens), confined by
+//! the kernel ([`crate::sandbox`]) unless `tools.shell.sandbox = "none"`, in a process group
+//! of its own that is killed whole on cancel or timeout (a backgrounded child does not
+//! outlive its command). Where the sandbox is configured but the kernel cannot enforce it,
+//! every command is asked and the result says so.
 //!
 //! Its safety check classifies the command ([`crate::safety`]): catastrophic commands are
 //! blocked, dangerous ones need the owner's confirmation, safe ones run like any idempotent
@@ -54,7 +58,23 @@ struct ShellArgs {
     timeout_secs: Option<u64>,
 }
 
-pub(super) struct Shell;
+/// How commands are confined: `None` when the owner chose `tools.shell.sandbox = "none"`.
+pub(super) struct Shell {
+    pub(super) sandbox: Option<ShellSandbox>,
+}
+
+/// The sandbox the daemon runs shell commands in.
+#[derive(Clone, Debug)]
+pub struct ShellSandbox {
+    /// The program that confines itself and then runs the command (`steward`).
+    pub launcher: std::path::PathBuf,
+    /// Trees a command may not read ([`crate::sandbox::denied_paths`]).
+    pub deny_read: Vec<std::path::PathBuf>,
+    /// TCP allowed.
+    pub network: bool,
+    /// What the start-up probe found: `Err` (why) when the kernel does not confine.
+    pub available: Result<(), String>,
+}
 
 fn shell_context(ctx: &ExecutionContext) -> ShellContext {
     ShellContext {
@@ -72,7 +92,12 @@ impl ToolHandler for Shell {
         let command = command.as_str();
         let verdict = classify_shell(command, &shell_context(ctx));
         match verdict.tier {
-            CommandTier::Safe => Safety::Allow,
+            CommandTier::Safe => match self.sandbox.as_ref().map(|s| &s.available) {
+                Some(Err(why)) => Safety::Confirm(format!(
+                    "the shell sandbox is unavailable ({why}): every command is asked"
+                )),
+                _ => Safety::Allow,
+            },
             CommandTier::Dangerous => Safety::Confirm(verdict.reasons.join("; ")),
             CommandTier::Catastrophic => Safety::Block(format!(
                 "`{}` ({})",
@@ -90,10 +115,12 @@ impl ToolHandler for Shell {
             };
             let command = args.command.as_str();
             let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
-            let mut process = tokio::process::Command::new("sh");
+            let temp = match PrivateTemp::create() {
+                Ok(temp) => temp,
+                Err(e) => return ToolOutcome::error(format!("cannot make a temp dir: {e}")),
+            };
+            let (mut process, confinement) = self.command(command, ctx, &temp.0, timeout);
             process
-                .arg("-c")
-                .arg(command)
                 .current_dir(&ctx.files.roots()[0])
                 .env_clear()
                 .envs(
@@ -101,33 +128,61 @@ impl ToolHandler for Shell {
                         .iter()
                         .filter_map(|k| std::env::var_os(k).map(|v| (k, v))),
                 )
+                .env("TMPDIR", &temp.0)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                .process_group(0)
                 .kill_on_drop(true);
             let mut child = match process.spawn() {
                 Ok(child) => child,
                 Err(e) => return ToolOutcome::error(format!("cannot start sh: {e}")),
             };
+            let group = child
+                .id()
+                .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+            let kill_group = || {
+                if let Some(group) = group {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+            };
             let mut stdout = child.stdout.take().map(|s| s.take(MAX_OUTPUT_BYTES));
             let mut stderr = child.stderr.take().map(|s| s.take(MAX_OUTPUT_BYTES));
+            // Both streams are read while the command runs (a full stderr pipe must not stall
+            // it); when the command itself exits, what it left running in its group is
+            // killed, which also closes the pipes a background child held open.
             let collect = async {
-                let (mut out, mut err) = (Vec::new(), Vec::new());
-                if let Some(s) = stdout.as_mut() {
-                    let _ = s.read_to_end(&mut out).await;
-                }
-                if let Some(s) = stderr.as_mut() {
-                    let _ = s.read_to_end(&mut err).await;
-                }
-                (out, err, child.wait().await)
+                let read_out = async {
+                    let mut out = Vec::new();
+                    if let Some(s) = stdout.as_mut() {
+                        let _ = s.read_to_end(&mut out).await;
+                    }
+                    out
+                };
+                let read_err = async {
+                    let mut err = Vec::new();
+                    if let Some(s) = stderr.as_mut() {
+                        let _ = s.read_to_end(&mut err).await;
+                    }
+                    err
+                };
+                let run = async {
+                    let status = child.wait().await;
+                    kill_group();
+                    status
+                };
+                tokio::join!(read_out, read_err, run)
             };
             let (ending, (out, err, status)) = tokio::select! {
                 done = collect => ("exited", done),
                 () = tokio::time::sleep(timeout) => {
+                    kill_group();
                     return ToolOutcome::error(json!({"timed_out": true, "timeout_secs": timeout.as_secs(), "note": "the process was killed"}).to_string())
                         .with_hint("raise timeout_secs (up to 3600) or make the command finish sooner");
                 }
                 () = ctx.cancel.cancelled() => {
+                    kill_group();
                     return ToolOutcome::cancelled(json!({"note": "the step was cancelled; the process was killed"}));
                 }
             };
@@ -137,6 +192,7 @@ impl ToolHandler for Shell {
                 "stdout": String::from_utf8_lossy(&out),
                 "stderr": String::from_utf8_lossy(&err),
                 "ended": ending,
+                "sandbox": confinement,
             });
             let hint = match exit_code {
                 Some(127) => Some(
@@ -159,4 +215,85 @@ impl ToolHandler for Shell {
             }
         })
     }
+}
+
+impl Shell {
+    /// The process to start for `command`, and what the result says of its confinement.
+    fn command(
+        &self,
+        command: &str,
+        ctx: &ExecutionContext,
+        temp: &std::path::Path,
+        timeout: Duration,
+    ) -> (tokio::process::Command, String) {
+        let Some(sandbox) = self.sandbox.as_ref().filter(|s| s.available.is_ok()) else {
+            let mut plain = tokio::process::Command::new("sh");
+            plain.arg("-c").arg(command);
+            let said = match &self.sandbox {
+                Some(ShellSandbox {
+                    available: Err(why),
+                    ..
+                }) => format!("unavailable: {why}"),
+                _ => "none (tools.shell.sandbox = \"none\")".to_owned(),
+            };
+            return (plain, said);
+        };
+        let mut write = ctx.files.roots().to_vec();
+        write.push(temp.to_owned());
+        let spec = crate::sandbox::SandboxSpec {
+            write,
+            deny_read: sandbox.deny_read.clone(),
+            network: sandbox.network,
+            cpu_secs: timeout.as_secs() + 5,
+        };
+        let mut confined = tokio::process::Command::new(&sandbox.launcher);
+        confined
+            .arg("__sandbox-exec")
+            .arg(serde_json::to_string(&spec).unwrap_or_default())
+            .arg("--")
+            .args(["sh", "-c", command]);
+        let said = if sandbox.network {
+            "landlock (network allowed)"
+        } else {
+            "landlock"
+        };
+        (confined, said.to_owned())
+    }
+}
+
+/// A temp dir of the command's own (`TMPDIR`), removed when the command ends.
+struct PrivateTemp(std::path::PathBuf);
+
+impl PrivateTemp {
+    fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let name = format!(
+            "steward-shell-{}-{:016x}",
+            std::process::id(),
+            rand_suffix()
+        );
+        let path = std::env::temp_dir().join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A hard-to-guess suffix (the name must not be known in advance to another user of /tmp;
+/// `create` fails rather than reuses an existing path).
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.finish()
 }

@@ -7,11 +7,15 @@ use serde_json::{Value, json};
 use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
-use super::builtins;
 use crate::handler::{ToolFuture, ToolHandler};
 use crate::{
     Concurrency, ExecutionContext, SideEffect, Tier, ToolContract, ToolError, ToolPipeline,
 };
+
+/// Every built-in, the shell unconfined (these tests never run a command).
+fn with_shell() -> crate::registry::ToolRegistryBuilder {
+    super::register_shell(super::builtins(), None)
+}
 
 fn ctx() -> ExecutionContext {
     ExecutionContext {
@@ -44,12 +48,12 @@ fn test_budget() -> crate::budget::ResultBudget {
 }
 
 fn pipeline() -> ToolPipeline {
-    ToolPipeline::new(builtins().build().unwrap(), test_budget())
+    ToolPipeline::new(with_shell().build().unwrap(), test_budget())
 }
 
 #[test]
 fn every_builtin_declares_a_complete_contract() {
-    let registry = builtins().build().unwrap();
+    let registry = with_shell().build().unwrap();
     let contracts: Vec<_> = registry.contracts();
     assert!(contracts.len() >= 2);
     for c in contracts {
@@ -64,7 +68,7 @@ fn every_builtin_declares_a_complete_contract() {
 fn every_non_idempotent_or_system_changing_tool_asks_under_the_default_policy() {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::Config::new().path(dir.path()).open().unwrap();
-    let registry = super::register_memory(builtins(), db.open_tree("memory").unwrap())
+    let registry = super::register_memory(with_shell(), db.open_tree("memory").unwrap())
         .build()
         .unwrap();
     let decide = |contract, step_trust| {
@@ -129,7 +133,7 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
         );
     }
 
-    let registry = builtins().disable("echo").build().unwrap();
+    let registry = with_shell().disable("echo").build().unwrap();
     assert!(registry.specs(false).iter().all(|s| s.name != "echo"));
     let p = ToolPipeline::new(registry, test_budget());
     let out = p
@@ -141,7 +145,7 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
     );
 
     // The default profile has no shell: the error says which profile brings it.
-    let p = ToolPipeline::new(builtins().build().unwrap(), test_budget());
+    let p = ToolPipeline::new(with_shell().build().unwrap(), test_budget());
     let out = p
         .execute(&call("c", "shell", json!({"command": "ls"})), &ctx())
         .await;
@@ -163,7 +167,7 @@ fn broken_declarations_fail_the_build() {
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidSchema { .. }), "{err}");
 
-    let err = builtins()
+    let err = with_shell()
         .register(super::echo::contract(), super::echo::Echo)
         .build()
         .unwrap_err();
@@ -172,7 +176,7 @@ fn broken_declarations_fail_the_build() {
         "{err}"
     );
 
-    let err = builtins().disable("nope").build().unwrap_err();
+    let err = with_shell().disable("nope").build().unwrap_err();
     assert!(matches!(err, ToolError::UnknownSelection(_)), "{err}");
 }
 
@@ -334,7 +338,7 @@ fn deferred(name: &str, description: &str) -> ToolContract {
 #[tokio::test]
 async fn tool_search_returns_schemas_and_call_tool_runs_them_through_the_pipeline() {
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let registry = builtins()
+    let registry = with_shell()
         .register(
             deferred("calendar_add_event", "Add an event to the calendar."),
             Counter(runs.clone()),
@@ -450,7 +454,7 @@ fn deferred_tools_are_named_only_past_the_threshold() {
         assert_eq!(deferral.applies(bytes), expected, "{bytes} {window} {pct}");
     }
     let build = |pct| {
-        builtins()
+        with_shell()
             .register(
                 deferred("calendar_add_event", "Add an event."),
                 Counter(Arc::default()),
@@ -483,7 +487,7 @@ fn deferred_tools_are_named_only_past_the_threshold() {
 
 #[test]
 fn a_source_is_replaced_as_a_whole_and_selection_errors_are_named() {
-    let registry = builtins().build().unwrap();
+    let registry = with_shell().build().unwrap();
     let source = crate::ToolSource::Mcp("calendar".into());
     let handler = || -> Arc<dyn ToolHandler> { Arc::new(Counter(Arc::default())) };
     let rejected = registry.replace_source(
@@ -513,14 +517,14 @@ fn a_source_is_replaced_as_a_whole_and_selection_errors_are_named() {
             && !names.contains(&"calendar_add_event".to_owned())
     );
 
-    let err = builtins().disable("tool_search").build().unwrap_err();
+    let err = with_shell().disable("tool_search").build().unwrap_err();
     assert!(
         matches!(err, ToolError::NotDisableable(ref n) if n == "tool_search"),
         "{err}"
     );
-    let err = builtins().disable("group:nope").build().unwrap_err();
+    let err = with_shell().disable("group:nope").build().unwrap_err();
     assert!(matches!(err, ToolError::UnknownSelection(_)), "{err}");
-    let ok = builtins()
+    let ok = with_shell()
         .expect_mcp_servers(vec!["github".into()])
         .disable("github_delete_repo")
         .build();

@@ -1,0 +1,159 @@
+//! The shell sandbox over the real binary and kernel, proven with harmless probes only: a fake
+//! key under a temp HOME that must stay unreadable, a marker file outside the workspace that
+//! must not appear, a listener on 127.0.0.1 that must not be reached, a background child
+//! that must not outlive its command. With `tools.shell.sandbox = "none"` the same probes
+//! succeed (the positive control: the probes can tell).
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{TestDaemon, stdout};
+
+const FAKE_KEY: &str = "-----BEGIN FAKE TEST KEY----- not a real secret";
+
+struct Probes {
+    daemon: TestDaemon,
+    home: tempfile::TempDir,
+}
+
+impl Probes {
+    fn start(sandbox: &str) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join(".ssh")).unwrap();
+        std::fs::write(home.path().join(".ssh/id_ed25519"), FAKE_KEY).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            format!("[tools]\nprofile = \"coding\"\n\n[tools.shell]\nsandbox = \"{sandbox}\"\n"),
+        )
+        .unwrap();
+        let home_text = home.path().display().to_string();
+        let daemon = TestDaemon::start_in_with_env(dir, &[("HOME", home_text.as_str())]);
+        Self { daemon, home }
+    }
+
+    /// Runs a shell command through the pipeline, confirming it when it is asked; its
+    /// result.
+    fn run(&self, command: &str) -> Value {
+        self.run_with(json!({ "command": command }))
+    }
+
+    fn run_with(&self, args: Value) -> Value {
+        let args = args.to_string();
+        let output = self
+            .daemon
+            .cli(&["tools", "call", "shell", "--args", &args, "--json"]);
+        let line: Value = serde_json::from_str(stdout(&output).trim())
+            .unwrap_or_else(|e| panic!("{e}: {output:?}"));
+        if line["outcome"] != "pending" {
+            return line["result"].clone();
+        }
+        let id = line["pending_id"].as_str().unwrap();
+        let confirmed = self.daemon.cli(&["confirm", id, "--json"]);
+        let row: Value = serde_json::from_str(stdout(&confirmed).trim())
+            .unwrap_or_else(|e| panic!("{e}: {confirmed:?}"));
+        row["result"]["content"].clone()
+    }
+}
+
+fn text(result: &Value) -> String {
+    format!(
+        "{}{}",
+        result["stdout"].as_str().unwrap_or(""),
+        result["stderr"].as_str().unwrap_or("")
+    )
+}
+
+#[test]
+fn a_confined_command_cannot_read_secrets_write_outside_or_connect() {
+    let probes = Probes::start("landlock");
+    // A read-only command the classifier lets run: the kernel stops it at ~/.ssh.
+    let searched = probes.run("grep -r 'FAKE TEST KEY' ~");
+    assert!(!text(&searched).contains("not a real secret"), "{searched}");
+    assert_eq!(searched["sandbox"], "landlock", "{searched}");
+    // Asked and confirmed: still confined.
+    let marker = probes.home.path().join("marker");
+    probes.run(&format!("touch {}", marker.display()));
+    assert!(
+        !marker.exists(),
+        "a write outside the workspace was stopped"
+    );
+    let inside = probes.run("touch made-in-workspace && ls made-in-workspace");
+    assert!(text(&inside).contains("made-in-workspace"), "{inside}");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\""
+    );
+    let connected = probes.run(&connect);
+    assert!(!text(&connected).contains("connected\n"), "{connected}");
+    assert!(listener.accept().is_err(), "nothing reached the listener");
+}
+
+#[test]
+fn without_the_sandbox_the_same_probes_succeed() {
+    let probes = Probes::start("none");
+    let searched = probes.run("grep -r 'FAKE TEST KEY' ~");
+    assert!(text(&searched).contains("not a real secret"), "{searched}");
+    assert!(
+        searched["sandbox"].as_str().unwrap().starts_with("none"),
+        "{searched}"
+    );
+    let marker = probes.home.path().join("marker");
+    probes.run(&format!("touch {}", marker.display()));
+    assert!(marker.exists());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')\""
+    );
+    let connected = probes.run(&connect);
+    assert!(text(&connected).contains("connected"), "{connected}");
+}
+
+#[test]
+fn a_background_child_does_not_outlive_its_command() {
+    let probes = Probes::start("landlock");
+    let started = probes.run("sleep 300 & echo $!");
+    let pid: u32 = started["stdout"].as_str().unwrap().trim().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "sleep {pid} is still running");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_command_killed_at_its_timeout_takes_its_background_children_along() {
+    let probes = Probes::start("landlock");
+    let ended = probes.run_with(json!({
+        "command": "sleep 300 & echo $! > sleeper.pid; sleep 30",
+        "timeout_secs": 1
+    }));
+    assert!(ended.to_string().contains("timed_out"), "{ended}");
+    let pid_file = probes.daemon.path().join("workspace/sleeper.pid");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sleep {pid} outlived the timeout"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

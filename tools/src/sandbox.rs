@@ -1,0 +1,225 @@
+//! The shell sandbox: what a shell command may touch, enforced by the kernel (Landlock), so it
+//! holds even when the classifier is wrong.
+//!
+//! Decided here:
+//! - The confinement is applied by a small launcher — the `steward` binary itself, run as
+//!   `steward __sandbox-exec SPEC -- sh -c COMMAND` — which confines itself and then becomes
+//!   the command (`exec`): no code runs between fork and exec in the daemon, and the rules
+//!   are inherited by everything the command starts.
+//! - Writes: the workspace roots and a private temp dir (`TMPDIR`), plus `/dev/null` and the
+//!   terminals. Reads: the whole file system except what is denied — the data dir, the config
+//!   dir, `~/.ssh`, `~/.gnupg`, cloud and registry credentials, `$CREDENTIALS_DIRECTORY`.
+//!   Landlock only grants, so "all but these" is built as grants on every sibling along the
+//!   way to each denied path (a few dozen rules); symbolic links met on the way are not
+//!   followed (a link to a denied place grants nothing).
+//! - Network: no TCP bind or connect unless `tools.shell.network = true` (Landlock TCP rules;
+//!   UDP and Unix sockets are not covered by this kernel's Landlock). Signals and abstract
+//!   Unix sockets outside the sandbox are scoped away, so a command cannot signal the daemon.
+//! - Limits: CPU time (the timeout plus a margin), file size (4 GiB), no core dumps; no new
+//!   privileges (set by Landlock's `restrict_self`). The command runs in its own process group,
+//!   which the tool kills whole on cancel or timeout.
+//! - What is not enforced is said: a kernel without Landlock, or with an older ABI, is
+//!   reported by [`probe`] and by the tool's result, and the shell tool then asks for every
+//!   command.
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use serde::{Deserialize, Serialize};
+
+/// The newest Landlock ABI this code is written for (filesystem, TCP, scoping).
+const TARGET_ABI: ABI = ABI::V6;
+/// Files beyond the workspace a command may write.
+const WRITABLE_DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/tty",
+    "/dev/full",
+    "/dev/ptmx",
+];
+
+/// What one command may do, handed to the launcher.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Trees the command may write (and read).
+    pub write: Vec<PathBuf>,
+    /// Trees it may not even read.
+    pub deny_read: Vec<PathBuf>,
+    /// TCP allowed.
+    pub network: bool,
+    /// CPU seconds before the kernel stops it.
+    pub cpu_secs: u64,
+}
+
+/// How much of the spec the kernel enforces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    Full,
+    /// Some rules could not be enforced (an older Landlock ABI): what is missing.
+    Partial(String),
+    /// Nothing is enforced: why.
+    Unavailable(String),
+}
+
+/// Confines the calling process (the launcher) as `spec` says; what the kernel enforces.
+pub fn confine(spec: &SandboxSpec) -> Result<Enforcement, String> {
+    limits(spec)?;
+    let fs = AccessFs::from_all(TARGET_ABI);
+    let read = AccessFs::from_read(TARGET_ABI);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(fs)
+        .map_err(|e| e.to_string())?;
+    if !spec.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| e.to_string())?;
+    }
+    let ruleset = ruleset
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .map_err(|e| e.to_string())?;
+    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    for path in readable(Path::new("/"), &spec.deny_read) {
+        created = grant(created, &path, read)?;
+    }
+    for path in &spec.write {
+        created = grant(created, path, fs)?;
+    }
+    for device in WRITABLE_DEVICES {
+        created = grant(
+            created,
+            Path::new(device),
+            AccessFs::ReadFile | AccessFs::WriteFile,
+        )?;
+    }
+    let status = created.restrict_self().map_err(|e| e.to_string())?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial(format!(
+            "the kernel's Landlock is older than ABI {}: some rules are not enforced",
+            TARGET_ABI as i32
+        )),
+        RulesetStatus::NotEnforced => {
+            Enforcement::Unavailable("this kernel does not enforce Landlock".into())
+        }
+    })
+}
+
+/// Adds a grant for `path` if it exists (a missing path grants nothing and is no error).
+fn grant(
+    created: landlock::RulesetCreated,
+    path: &Path,
+    access: landlock::BitFlags<AccessFs>,
+) -> Result<landlock::RulesetCreated, String> {
+    let Ok(fd) = PathFd::new(path) else {
+        return Ok(created);
+    };
+    // A file may only be granted file rights.
+    let access = if path.is_dir() {
+        access
+    } else {
+        access & AccessFs::from_file(TARGET_ABI)
+    };
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|e| format!("cannot grant {}: {e}", path.display()))
+}
+
+/// The trees under `root` to grant reading so that everything but `deny` is readable:
+/// `root` itself when nothing denied is under it, else its children, recursively. Symbolic
+/// links are left out (a link to a denied place would grant it).
+pub fn readable(root: &Path, deny: &[PathBuf]) -> Vec<PathBuf> {
+    if deny.iter().any(|d| d == root) {
+        return Vec::new();
+    }
+    if !deny.iter().any(|d| d.starts_with(root)) {
+        return vec![root.to_owned()];
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut trees = Vec::new();
+    for entry in entries.flatten() {
+        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if !is_link {
+            trees.extend(readable(&entry.path(), deny));
+        }
+    }
+    trees
+}
+
+fn limits(spec: &SandboxSpec) -> Result<(), String> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let set = |resource, value: u64, what: &str| {
+        setrlimit(
+            resource,
+            Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            },
+        )
+        .map_err(|e| format!("cannot limit {what}: {e}"))
+    };
+    set(Resource::Cpu, spec.cpu_secs.max(1), "CPU time")?;
+    set(Resource::Fsize, 4 << 30, "file size")?;
+    set(Resource::Core, 0, "core dumps")
+}
+
+/// The paths a shell command must never read, for a daemon with this data dir and config
+/// dir: those two, the home's key and credential stores, systemd's credentials.
+pub fn denied_paths(
+    data_dir: &Path,
+    config_dir: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    const IN_HOME: [&str; 11] = [
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".netrc",
+        ".pgpass",
+        ".git-credentials",
+        ".docker",
+        ".kube",
+        ".config/gh",
+        ".password-store",
+        ".local/share/keyrings",
+    ];
+    let mut denied = vec![canonical(data_dir)];
+    denied.extend(config_dir.map(canonical));
+    if let Some(home) = home {
+        denied.extend(IN_HOME.iter().map(|p| canonical(&home.join(p))));
+    }
+    if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
+        denied.push(canonical(Path::new(&credentials)));
+    }
+    denied
+}
+
+/// `path` with symbolic links resolved when it exists (rules apply to what a path leads to).
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readable_trees_leave_out_exactly_the_denied_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for sub in ["a/keep", "a/secret/inner", "b", "c/deep/er"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("a/secret"), root.join("a/link")).unwrap();
+        let deny = vec![root.join("a/secret"), root.join("c/deep/er")];
+        let mut trees = readable(&root, &deny);
+        trees.sort();
+        // c/deep holds nothing but the denied c/deep/er, so nothing of it is granted.
+        assert_eq!(trees, [root.join("a/keep"), root.join("b")]);
+    }
+}
