@@ -61,6 +61,11 @@ fn errors_name_the_key_and_the_line() {
             ":3:",
         ),
         (
+            "[tools.shell]\n\nsandbox = \"bubblewrap\"\n",
+            "tools.shell.sandbox",
+            ":3:",
+        ),
+        (
             "[owner]\noutbox_retention_days = 0\n",
             "owner.outbox_retention_days",
             ":2:",

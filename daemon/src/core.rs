@@ -64,7 +64,7 @@ pub(crate) fn cron_specs(
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(
     config: &Config,
-    data_dir: &std::path::Path,
+    shell: Option<builtin::ShellSandbox>,
     memory: sled::Tree,
     scheduler: &Scheduler,
     watches: &WatchSet,
@@ -94,7 +94,7 @@ fn registry(
             context_window_tokens: config.model.context_window_tokens,
             threshold_pct: tools.defer_threshold_pct,
         });
-    let builder = builtin::register_shell(builder, shell_sandbox(config, data_dir));
+    let builder = builtin::register_shell(builder, shell);
     builtin::register_http(builder, tools.http_allow_hosts.clone())
         .build()
         .map_err(|e| match e {
@@ -274,7 +274,16 @@ impl Core {
             changed: Arc::default(),
             default_zone: owner_zone_name(config),
         };
+        let shell = shell_sandbox(config, &data_dir);
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
+        status.set_shell_sandbox(&match &shell {
+            None => "none (tools.shell.sandbox = \"none\")".to_owned(),
+            Some(sandbox) => match &sandbox.available {
+                Ok(()) if sandbox.network => "landlock (network allowed)".to_owned(),
+                Ok(()) => "landlock".to_owned(),
+                Err(why) => format!("unavailable: {why}; every shell command is asked"),
+            },
+        });
         let watches = WatchSet::new(store.watch_tree()?, status.clone());
         #[cfg(feature = "email")]
         let email = match &config.email {
@@ -285,7 +294,7 @@ impl Core {
         };
         let tools = registry(
             config,
-            &data_dir,
+            shell.clone(),
             store.memory_tree()?,
             &scheduler,
             &watches,

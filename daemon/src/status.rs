@@ -18,6 +18,7 @@ pub struct StatusBoard {
     started: Instant,
     data_dir: PathBuf,
     brain: Mutex<String>,
+    shell_sandbox: Mutex<String>,
     /// `None` while the model answers; the last error while it does not.
     brain_error: Mutex<Option<String>>,
     inbox: Arc<Inbox>,
@@ -50,6 +51,7 @@ impl StatusBoard {
             started: Instant::now(),
             data_dir,
             brain: Mutex::new(String::new()),
+            shell_sandbox: Mutex::new(String::new()),
             brain_error: Mutex::new(None),
             inbox,
             channels: Mutex::new(BTreeMap::new()),
@@ -66,6 +68,10 @@ impl StatusBoard {
     /// Records what a reload found (see [`ConfigState`]).
     pub fn set_config_state(&self, state: ConfigState) {
         *lock(&self.config) = state;
+    }
+
+    pub fn set_shell_sandbox(&self, said: &str) {
+        *lock(&self.shell_sandbox) = said.to_owned();
     }
 
     pub fn set_brain(&self, name: &str) {
@@ -173,6 +179,7 @@ impl StatusBoard {
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),
             brain: lock(&self.brain).clone(),
+            shell_sandbox: lock(&self.shell_sandbox).clone(),
             brain_state: if brain_error.is_some() {
                 BrainState::Degraded
             } else {

@@ -217,6 +217,10 @@ pub struct StatusReport {
     pub uptime_secs: u64,
     pub data_dir: PathBuf,
     pub brain: String,
+    /// How shell commands are confined: `landlock`, `none` (the owner's choice) or
+    /// `unavailable: …`.
+    #[serde(default)]
+    pub shell_sandbox: String,
     /// `ok`, or `degraded` while the model is unreachable.
     pub brain_state: BrainState,
     pub brain_last_error: Option<String>,

@@ -475,6 +475,31 @@ fn clock_check() -> Check {
     pass("clock", format!("{} (zone {zone})", now.to_rfc3339()))
 }
 
+/// Whether this kernel confines shell commands (the same probe the daemon runs at start).
+fn sandbox_check(config: &steward_config::Config) -> Check {
+    if config.tools.shell.sandbox == steward_config::ShellSandbox::None {
+        return warn(
+            "sandbox",
+            "tools.shell.sandbox = \"none\": shell commands run unconfined",
+            "remove tools.shell.sandbox (the default is \"landlock\")",
+        );
+    }
+    let probed = std::env::current_exe()
+        .map_err(|e| e.to_string())
+        .and_then(|exe| super::sandbox_exec::run_probe(&exe));
+    match probed {
+        Ok(said) => pass(
+            "sandbox",
+            format!("Landlock enforces the shell sandbox ({said})"),
+        ),
+        Err(why) => warn(
+            "sandbox",
+            format!("no shell sandbox: {why}; every shell command will be asked"),
+            "a Linux kernel with Landlock enabled (5.13+, lsm=landlock)",
+        ),
+    }
+}
+
 fn service_check(paths: Option<service::Paths>) -> Check {
     let Some(paths) = paths else {
         return warn(
@@ -516,6 +541,7 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));
         checks.push(disk_check(config, &ctx.data_dir));
+        checks.push(sandbox_check(config));
     }
     checks.push(clock_check());
     checks.push(service_check(paths));

@@ -70,6 +70,9 @@ fn print_status(s: &StatusReport) {
         s.tokens_last_step.cached_input,
         s.tokens_last_step.output
     );
+    if !s.shell_sandbox.is_empty() {
+        out!("shell sandbox  {}", s.shell_sandbox);
+    }
     for c in &s.channels {
         out!("channel        {} ({})", c.name, c.state);
     }
