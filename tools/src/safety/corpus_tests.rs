@@ -69,3 +69,17 @@ fn blocked_and_dangerous_verdicts_say_why() {
         }
     }
 }
+
+#[test]
+fn hostile_nesting_ends_and_is_never_safe() {
+    let ctx = context();
+    let wrapped = format!("{}ls", "sudo ".repeat(400));
+    assert_eq!(classify_shell(&wrapped, &ctx).tier, CommandTier::Dangerous);
+    let hidden = format!("{}rm -rf /", "nice ".repeat(300));
+    assert_eq!(
+        classify_shell(&hidden, &ctx).tier,
+        CommandTier::Catastrophic
+    );
+    let runners = format!("{}ls", "strace -f ".repeat(200));
+    assert_eq!(classify_shell(&runners, &ctx).tier, CommandTier::Dangerous);
+}

@@ -60,6 +60,12 @@ impl ShellVerdict {
 
 /// How deep `sh -c "eval '…'"` nesting is followed before giving up (as dangerous).
 const MAX_DEPTH: usize = 8;
+/// How many wrappers and nested commands are followed (`sudo nice env … rm`).
+const MAX_NESTING: usize = 32;
+/// How many command lines the search for hidden catastrophes may classify for one
+/// command: it bounds the work a hostile command can cause (each tail of each runner's
+/// arguments is one), far above what any real command needs.
+const HIDDEN_BUDGET: usize = 2_000;
 
 /// Classifies a shell command line run in `ctx`.
 pub fn classify_shell(source: &str, ctx: &ShellContext) -> ShellVerdict {
@@ -80,6 +86,8 @@ struct Analysis<'a> {
     raised: usize,
     /// `NAME=value` set earlier in the script with a value known in the text.
     variables: std::collections::HashMap<String, String>,
+    /// What is left of [`HIDDEN_BUDGET`], shared with the analyses it spawns.
+    budget: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
 use CommandTier::{Catastrophic, Dangerous};
@@ -248,6 +256,7 @@ impl<'a> Analysis<'a> {
             verdict,
             raised: 0,
             variables: Default::default(),
+            budget: std::rc::Rc::new(std::cell::Cell::new(HIDDEN_BUDGET)),
         }
     }
 
@@ -259,12 +268,18 @@ impl<'a> Analysis<'a> {
     /// Whether `argv` (or `source`, when it is given) would be catastrophic on its own —
     /// for what a runner hides in its arguments; its reasons.
     fn catastrophe_in(&self, argv: &[Word], source: Option<&str>, depth: usize) -> Vec<String> {
+        let left = self.budget.get();
+        if left == 0 {
+            return Vec::new();
+        }
+        self.budget.set(left - 1);
         let mut verdict = ShellVerdict {
             tier: CommandTier::Safe,
             reasons: Vec::new(),
         };
         let mut inner = Analysis::new(&self.ctx, &mut verdict);
         inner.variables = self.variables.clone();
+        inner.budget = self.budget.clone();
         match source {
             Some(source) => inner.script(source, depth + 1),
             None => inner.argv(argv, depth + 1, false),
@@ -481,6 +496,13 @@ impl<'a> Analysis<'a> {
     /// (`xargs`, `find -exec`).
     fn argv(&mut self, argv: &[Word], depth: usize, unknown_args: bool) {
         let Some(first) = argv.first() else { return };
+        if depth > MAX_NESTING {
+            self.raise(
+                Dangerous,
+                "wrappers and commands nested too deeply to check",
+            );
+            return;
+        }
         if first.dynamic {
             self.raise(
                 Dangerous,
@@ -949,12 +971,12 @@ impl<'a> Analysis<'a> {
                         "--replace",
                     ],
                 );
-                return self.argv(rest, depth, true);
+                return self.argv(rest, depth + 1, true);
             }
             // time, nohup, builtin, exec, setsid, unbuffer, busybox
             _ => skip_options(args, &["-a"]),
         };
-        self.argv(rest, depth, unknown_args);
+        self.argv(rest, depth + 1, unknown_args);
     }
 
     fn shell(&mut self, name: &str, args: &[Word], depth: usize) {
