@@ -60,6 +60,8 @@ pub struct HttpConfig {
     pub metrics_public: bool,
     /// Longest a request may take, reading its body included (default 30 s).
     pub request_timeout: Duration,
+    /// `http.hosts`: names accepted in `Host` besides the bound address and loopback.
+    pub hosts: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -70,6 +70,10 @@ pub(crate) struct RawHttpServer {
     #[serde(default)]
     pub metrics_public: bool,
     pub request_timeout_secs: Option<Spanned<u64>>,
+    /// Names the owner API answers to in `Host` besides the bound address and loopback
+    /// (e.g. the name a reverse proxy forwards); any other `Host` is refused (DNS rebinding).
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

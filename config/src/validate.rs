@@ -41,6 +41,14 @@ fn resolve_http_server(
         listen: address,
         max_body_bytes: max_body,
         metrics_public: raw.is_some_and(|h| h.metrics_public),
+        hosts: raw
+            .map(|h| {
+                h.hosts
+                    .iter()
+                    .map(|n| n.trim().to_ascii_lowercase())
+                    .collect()
+            })
+            .unwrap_or_default(),
         request_timeout: Duration::from_secs(
             match raw.and_then(|h| h.request_timeout_secs.as_ref()) {
                 Some(secs) => in_range("http.request_timeout_secs", secs, 1, 3600)?,

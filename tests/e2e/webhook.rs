@@ -745,3 +745,65 @@ async fn http_and_the_socket_answer_from_one_owner_api() {
         "{message:?} in {socket:?}"
     );
 }
+
+/// The owner API answers only to its own names: a request with a valid token but a foreign
+/// `Host` (what a DNS-rebinding page sends) gets 421 and does nothing; a configured name and
+/// loopback work; no token gets 401 with `WWW-Authenticate` and a JSON error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_api_refuses_foreign_host_names_and_says_how_to_authenticate() {
+    let daemon = TestDaemon::start_with(
+        "[http]\nlisten = \"127.0.0.1:0\"\nhosts = [\"steward.home.arpa\"]\n",
+    );
+    let address = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+    let port = address.trim().rsplit(':').next().unwrap().to_owned();
+    let token = crate::support::stdout(&daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    let request = |host: String, token: Option<String>| {
+        let address = address.trim().to_owned();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            let auth = token
+                .map(|t| format!("Authorization: Bearer {t}\r\n"))
+                .unwrap_or_default();
+            let body = r#"{"text":"hello"}"#;
+            stream
+                .write_all(
+                    format!(
+                        "POST /v1/messages HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        }
+    };
+    let rebound = request(format!("evil.example:{port}"), Some(token.clone())).await;
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+    assert!(rebound.contains("http.hosts"), "{rebound}");
+    assert_eq!(
+        daemon.events().await.len(),
+        0,
+        "a refused request stores nothing"
+    );
+
+    let named = request(format!("steward.home.arpa:{port}"), Some(token.clone())).await;
+    assert!(named.starts_with("HTTP/1.1 202"), "{named}");
+    let local = request(format!("localhost:{port}"), Some(token.clone())).await;
+    assert!(local.starts_with("HTTP/1.1 202"), "{local}");
+
+    let anonymous = request(format!("127.0.0.1:{port}"), None).await;
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    assert!(
+        anonymous
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{anonymous}"
+    );
+    assert!(anonymous.contains(r#""error""#), "{anonymous}");
+}

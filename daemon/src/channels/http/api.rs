@@ -5,7 +5,10 @@
 //! service's errors become 400 (invalid), 404 (not found), 409 (conflict) or 503
 //! (unavailable), with `{"error": MESSAGE}`.
 //!
-//! The token is [`crate::owner::token`]'s. Requests without it get 401 and touch nothing.
+//! The token is [`crate::owner::token`]'s. Requests without it get 401 with
+//! `WWW-Authenticate: Bearer` and a JSON error, and touch nothing. A request whose `Host` is
+//! not this server (the bound address, loopback on its port, or `http.hosts`) gets 421
+//! before its token is looked at: that is what a DNS-rebinding page sends.
 //!
 //! `POST /v1/messages` takes a message as the control socket does (the same rule):
 //! `202 {"event_id"}`, or for an empty or oversized text `422 {"event_id", "rejected":
@@ -35,6 +38,43 @@ use steward_protocol::CronCommand;
 pub struct Api {
     pub owner: OwnerApi,
     pub shutdown: CancellationToken,
+    pub hosts: std::sync::Arc<AllowedHosts>,
+}
+
+/// The `Host` values the owner API answers to: the bound address, loopback names on its
+/// port, and `http.hosts`. A browser page on another origin that resolves its own name to
+/// this address (DNS rebinding) sends its own name, and is refused with 421.
+#[derive(Clone, Debug)]
+pub struct AllowedHosts {
+    port: u16,
+    names: Vec<String>,
+}
+
+impl AllowedHosts {
+    pub fn new(bound: std::net::SocketAddr, configured: Vec<String>) -> Self {
+        let mut names = configured;
+        names.push(bound.ip().to_string());
+        names.push(format!("[{}]", bound.ip()));
+        if bound.ip().is_loopback() || bound.ip().is_unspecified() {
+            names.extend(["localhost", "127.0.0.1", "[::1]"].map(str::to_owned));
+        }
+        Self {
+            port: bound.port(),
+            names,
+        }
+    }
+
+    /// Whether a request's `Host` names this server.
+    pub fn admits(&self, host: &str) -> bool {
+        let host = host.trim().to_ascii_lowercase();
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) if !port.contains(']') && port.parse::<u16>().is_ok() => {
+                (name, port.parse::<u16>().ok())
+            }
+            _ => (host.as_str(), None),
+        };
+        port.is_none_or(|p| p == self.port) && self.names.iter().any(|n| n == name)
+    }
 }
 
 /// The `/v1` routes and `/metrics`, all behind the token unless `metrics_public`.
@@ -63,8 +103,27 @@ pub fn routes(api: Api, metrics_public: bool) -> Router {
         .route("/v1/watches", get(watches))
         .route("/v1/stream", get(stream))
         .route_layer(middleware::from_fn_with_state(api.clone(), authorize))
+        .route_layer(middleware::from_fn_with_state(api.clone(), named_host))
         .with_state(api)
         .merge(public)
+}
+
+/// Refuses a request whose `Host` is not this server (421, JSON), before the token is
+/// looked at.
+async fn named_host(State(api): State<Api>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if api.hosts.admits(host) {
+        return next.run(request).await;
+    }
+    json_response(
+        StatusCode::MISDIRECTED_REQUEST,
+        json!({"error": format!("Host {host:?} is not this server; add it to http.hosts if it is (a name that is not is how DNS rebinding reaches a local API)")}),
+    )
 }
 
 async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Response {
@@ -75,7 +134,16 @@ async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Resp
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
         Some(token) if api.owner.token.accepts(token.trim()) => next.run(request).await,
-        _ => StatusCode::UNAUTHORIZED.into_response(),
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [
+                (header::WWW_AUTHENTICATE, "Bearer realm=\"steward\""),
+                (header::CONTENT_TYPE, "application/json"),
+            ],
+            json!({"error": "this needs the owner's bearer token (steward token show)"})
+                .to_string(),
+        )
+            .into_response(),
     }
 }
 
@@ -317,5 +385,41 @@ fn describe(announcement: Announcement) -> (&'static str, Value) {
         Announcement::ToolResult { origin, outcome } => {
             ("tool_result", json!({"origin": origin, "outcome": outcome}))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AllowedHosts;
+
+    #[test]
+    fn only_this_servers_names_are_admitted_as_host() {
+        let loopback = AllowedHosts::new(
+            "127.0.0.1:8787".parse().unwrap(),
+            vec!["steward.home.arpa".into()],
+        );
+        let table = [
+            ("127.0.0.1:8787", true),
+            ("localhost:8787", true),
+            ("LOCALHOST:8787", true),
+            ("[::1]:8787", true),
+            ("localhost", true),
+            ("steward.home.arpa", true),
+            ("steward.home.arpa:8787", true),
+            ("127.0.0.1:9999", false),
+            ("evil.example:8787", false),
+            ("evil.example", false),
+            ("localhost.evil.example:8787", false),
+            ("", false),
+        ];
+        for (host, admitted) in table {
+            assert_eq!(loopback.admits(host), admitted, "{host:?}");
+        }
+        let lan = AllowedHosts::new("192.168.1.5:80".parse().unwrap(), Vec::new());
+        assert!(lan.admits("192.168.1.5"));
+        assert!(
+            !lan.admits("localhost:80"),
+            "a LAN bind is not reached as localhost"
+        );
     }
 }

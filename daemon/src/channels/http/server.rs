@@ -3,8 +3,8 @@
 //!
 //! A delivery is answered only after its event is durable in the inbox: `202
 //! {"event_id"}`, or `200 {"event_id": <original>, "duplicate": true}` for a redelivery
-//! of the same delivery id. Refusals store nothing: 401 with an empty body for failed
-//! authentication (the reason goes to the log), 413 for a body over the route's limit, 429
+//! of the same delivery id. Refusals store nothing: 401 with an empty body for a failed
+//! webhook signature (the reason goes to the log), 413 for a body over the route's limit, 429
 //! with `Retry-After` over the route's rate, 404 for an unknown route, 503 when the inbox
 //! cannot take the event, 408 for a request over `request_timeout_secs` (a trickled body).
 //!
@@ -98,6 +98,7 @@ pub struct Bound {
     senders: SenderPolicy,
     owner: OwnerApi,
     metrics_public: bool,
+    hosts: super::api::AllowedHosts,
     request_timeout: std::time::Duration,
     largest_body: usize,
 }
@@ -160,6 +161,7 @@ pub async fn bind(
         senders,
         owner,
         metrics_public: http.metrics_public,
+        hosts: super::api::AllowedHosts::new(address, http.hosts.clone()),
         request_timeout: http.request_timeout,
         largest_body,
     })
@@ -170,6 +172,7 @@ pub async fn run(bound: Bound, cx: ChannelContext) {
     let api = super::api::Api {
         owner: bound.owner,
         shutdown: cx.shutdown().clone(),
+        hosts: Arc::new(bound.hosts),
     };
     let state = AppState {
         routes: Arc::new(bound.routes),
