@@ -397,6 +397,14 @@ impl UserChannel {
                     }
                 }
                 announcement = announcements.recv() => {
+                    // Owner messages queued before this announcement (a notice from the step
+                    // that is ending) are shown first: the two broadcasts keep no order
+                    // between them, and a chat may leave at its step's end.
+                    while let Ok(message) = queued.try_recv() {
+                        if message.id > shown && shows(outbox, &message) {
+                            shown = self.show(message, s).await?;
+                        }
+                    }
                     if let Some(ended) = forward(announcement, &mine, s).await? {
                         for id in ended {
                             mine.remove(&id);
