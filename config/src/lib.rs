@@ -62,6 +62,10 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// `http.hosts`: names accepted in `Host` besides the bound address and loopback.
     pub hosts: Vec<String>,
+    /// `http.max_connections`: connections served at once.
+    pub max_connections: usize,
+    /// `http.header_timeout_secs`: time to send a request's headers.
+    pub header_timeout: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -74,6 +74,10 @@ pub(crate) struct RawHttpServer {
     /// (e.g. the name a reverse proxy forwards); any other `Host` is refused (DNS rebinding).
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// Connections served at once (more wait until one ends); default 256.
+    pub max_connections: Option<Spanned<u64>>,
+    /// Seconds a client has to send a request's headers (slowloris); default 10.
+    pub header_timeout_secs: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

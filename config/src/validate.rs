@@ -49,6 +49,16 @@ fn resolve_http_server(
                     .collect()
             })
             .unwrap_or_default(),
+        max_connections: match raw.and_then(|h| h.max_connections.as_ref()) {
+            Some(max) => in_range("http.max_connections", max, 1, 65_536)? as usize,
+            None => 256,
+        },
+        header_timeout: Duration::from_secs(
+            match raw.and_then(|h| h.header_timeout_secs.as_ref()) {
+                Some(secs) => in_range("http.header_timeout_secs", secs, 1, 600)?,
+                None => 10,
+            },
+        ),
         request_timeout: Duration::from_secs(
             match raw.and_then(|h| h.request_timeout_secs.as_ref()) {
                 Some(secs) => in_range("http.request_timeout_secs", secs, 1, 3600)?,

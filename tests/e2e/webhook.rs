@@ -807,3 +807,62 @@ async fn the_owner_api_refuses_foreign_host_names_and_says_how_to_authenticate()
     );
     assert!(anonymous.contains(r#""error""#), "{anonymous}");
 }
+
+/// Slowloris: a client that trickles its headers is cut off after `http.header_timeout_secs`,
+/// and while `http.max_connections` are taken a new client waits — then is served once a
+/// slow one is cut off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_trickling_headers_are_cut_off_and_connections_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let daemon = TestDaemon::start_with(
+        "[http]\nlisten = \"127.0.0.1:0\"\nmax_connections = 2\nheader_timeout_secs = 1\n",
+    );
+    let address = std::fs::read_to_string(daemon.path().join("http.addr"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let waiting = {
+        let address = address.clone();
+        tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        })
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting client is served once a slow one is cut off")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "it waited for a place: {:?}",
+        started.elapsed()
+    );
+    for mut stream in slow {
+        let mut rest = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
+        assert!(read.is_ok(), "a trickling client is disconnected");
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("200 OK"),
+            "never answered"
+        );
+    }
+}

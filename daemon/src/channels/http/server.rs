@@ -8,7 +8,8 @@
 //! with `Retry-After` over the route's rate, 404 for an unknown route, 503 when the inbox
 //! cannot take the event, 408 for a request over `request_timeout_secs` (a trickled body).
 //!
-//! The server runs when the config has an `[http]` table or webhook routes; its address
+//! Connections are limited (`http.max_connections`, `http.header_timeout_secs`; see
+//! [`serve`]). The server runs when the config has an `[http]` table or webhook routes; its address
 //! (port 0 picks a free one) is written to `DATA_DIR/http.addr` and shown in `steward
 //! status` as the channel `http`. It stops with the daemon: in-flight requests finish.
 
@@ -99,6 +100,7 @@ pub struct Bound {
     owner: OwnerApi,
     metrics_public: bool,
     hosts: super::api::AllowedHosts,
+    limits: ConnectionLimits,
     request_timeout: std::time::Duration,
     largest_body: usize,
 }
@@ -162,6 +164,10 @@ pub async fn bind(
         owner,
         metrics_public: http.metrics_public,
         hosts: super::api::AllowedHosts::new(address, http.hosts.clone()),
+        limits: ConnectionLimits {
+            max_connections: http.max_connections,
+            header_timeout: http.header_timeout,
+        },
         request_timeout: http.request_timeout,
         largest_body,
     })
@@ -193,13 +199,63 @@ pub async fn run(bound: Bound, cx: ChannelContext) {
     let address = bound.address;
     cx.set_health(ChannelHealth::ready(format!("listening on {address}")));
     info!(%address, "HTTP server listening");
-    let shutdown = cx.shutdown().clone();
-    let served = axum::serve(bound.listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
-    if let Err(e) = served {
-        warn!(error = %e, "the HTTP server stopped");
+    serve(bound.listener, app, bound.limits, cx.shutdown().clone()).await;
+}
+
+/// Limits on connections (`http.max_connections`, `http.header_timeout_secs`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub max_connections: usize,
+    pub header_timeout: std::time::Duration,
+}
+
+/// Serves `app` on `listener` until `shutdown`, with hyper's HTTP/1 directly (not
+/// `axum::serve`) for two limits it does not set: at most `max_connections` at once (more
+/// wait in the kernel's queue until one ends) and each request head read within
+/// `header_timeout` (a client that trickles its headers — slowloris — is cut off and frees
+/// its place). On shutdown no connection is accepted and in-flight requests finish.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let place = tokio::select! {
+            () = shutdown.cancelled() => break,
+            place = places.clone().acquire_owned() => match place {
+                Ok(place) => place,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, mostly: wait instead of spinning.
+                    warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _place = place;
+            let _ = connection.await;
+        });
     }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// Bounds one request (reading its body included, `[http] request_timeout_secs`): a client
