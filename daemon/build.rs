@@ -1,4 +1,6 @@
-//! Which third-party packages the interoperability tests can use: `scripts/interop-venv.sh`
+//! Whether the tests run as root (`test_as_root`: a test that creates a user to try the
+//! socket as someone else is otherwise built `#[ignore]`d with the reason), and which
+//! third-party packages the interoperability tests can use: `scripts/interop-venv.sh`
 //! installs them into a virtual environment and marks each one that installed. A test whose
 //! package is missing is built `#[ignore]`d with the reason, so it is counted as skipped,
 //! never as passed. The venv's location reaches the tests as `STEWARD_INTEROP_VENV`.
@@ -20,6 +22,16 @@ const PACKAGES: [&str; 10] = [
 ];
 
 fn main() {
+    println!("cargo::rustc-check-cfg=cfg(test_as_root)");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0");
+    if root {
+        println!("cargo::rustc-cfg=test_as_root");
+    }
     println!("cargo::rerun-if-env-changed=STEWARD_INTEROP_VENV");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
     let venv = std::env::var_os("STEWARD_INTEROP_VENV")

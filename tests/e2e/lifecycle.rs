@@ -611,3 +611,57 @@ async fn sighup_moves_the_email_channel_and_its_tools_to_a_new_account() {
         serde_json::json!([])
     );
 }
+
+/// Another user cannot use the control socket: refused by the socket file's mode, and —
+/// when the file is opened up — by the daemon's check of the peer's uid. The user is
+/// created for the test and removed after it.
+#[test]
+#[cfg_attr(
+    not(test_as_root),
+    ignore = "needs root: it creates a user to try the socket as someone else"
+)]
+fn another_user_cannot_use_the_control_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    let open_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = open_dir.path().join("steward.sock");
+    let daemon = TestDaemon::start_with(&format!(
+        "[daemon]\nsocket_path = \"{}\"\n",
+        socket.display()
+    ));
+    let user = format!("stwprobe{}", std::process::id() % 100_000);
+    let created = std::process::Command::new("useradd")
+        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", &user])
+        .status()
+        .unwrap();
+    assert!(created.success(), "useradd {user}");
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("userdel").arg(&self.0).status();
+        }
+    }
+    let _remove = Remove(user.clone());
+    // The other user speaks the protocol with python's socket module.
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({:?})\nexcept OSError as e:\n    print('refused:', e.strerror); raise SystemExit\ntry:\n    s.sendall(b'{{\"type\":\"status\"}}\\n')\n    print('answer:', s.recv(4096).decode() or 'closed')\nexcept OSError as e:\n    print('answer: closed', e.strerror)\n",
+        socket.display().to_string()
+    );
+    let run_as_other = || {
+        let output = std::process::Command::new("runuser")
+            .args(["-u", &user, "--", "python3", "-c", &probe])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let by_mode = run_as_other();
+    assert!(by_mode.contains("refused: Permission denied"), "{by_mode}");
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let by_uid = run_as_other();
+    assert!(
+        by_uid.contains("answer: closed"),
+        "the daemon hung up: {by_uid}"
+    );
+    // The owner still gets answers.
+    assert!(daemon.cli(&["status"]).status.success());
+}
