@@ -128,7 +128,7 @@ fn shell_sandbox(config: &Config, data_dir: &std::path::Path) -> Option<builtin:
         crate::paths::default_config_path().and_then(|p| p.parent().map(PathBuf::from));
     let launcher = std::env::current_exe();
     let available = match &launcher {
-        Ok(launcher) => crate::cli::sandbox_probe(launcher).map(|_| ()),
+        Ok(launcher) => steward_tools::sandbox::run_probe(launcher).map(|_| ()),
         Err(e) => Err(format!("cannot find the steward binary: {e}")),
     };
     if let Err(why) = &available {

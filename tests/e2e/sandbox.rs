@@ -58,6 +58,19 @@ impl Probes {
     }
 }
 
+/// Waits (at most 5 s) for process `pid` to be gone (or a zombie nobody reaped yet).
+fn assert_ends_soon(pid: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {pid} still runs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn text(result: &Value) -> String {
     format!(
         "{}{}",
@@ -119,15 +132,7 @@ fn a_background_child_does_not_outlive_its_command() {
     let probes = Probes::start("landlock");
     let started = probes.run("sleep 300 & echo $!");
     let pid: u32 = started["stdout"].as_str().unwrap().trim().parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if state.contains(") Z ") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "sleep {pid} is still running");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_ends_soon(pid, "a background child outlived its command");
 }
 
 #[test]
@@ -144,16 +149,5 @@ fn a_command_killed_at_its_timeout_takes_its_background_children_along() {
         .trim()
         .parse()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if state.contains(") Z ") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "sleep {pid} outlived the timeout"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_ends_soon(pid, "a background child outlived the timeout");
 }

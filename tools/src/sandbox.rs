@@ -30,6 +30,9 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
+/// The launcher's command that confines itself and says what the kernel enforces.
+pub const PROBE_COMMAND: &str = "__sandbox-probe";
+
 /// The newest Landlock ABI this code is written for (filesystem, TCP, scoping).
 const TARGET_ABI: ABI = ABI::V6;
 /// Files beyond the workspace a command may write.
@@ -175,23 +178,14 @@ pub fn denied_paths(
     config_dir: Option<&Path>,
     home: Option<&Path>,
 ) -> Vec<PathBuf> {
-    const IN_HOME: [&str; 11] = [
-        ".ssh",
-        ".gnupg",
-        ".aws",
-        ".netrc",
-        ".pgpass",
-        ".git-credentials",
-        ".docker",
-        ".kube",
-        ".config/gh",
-        ".password-store",
-        ".local/share/keyrings",
-    ];
     let mut denied = vec![canonical(data_dir)];
     denied.extend(config_dir.map(canonical));
     if let Some(home) = home {
-        denied.extend(IN_HOME.iter().map(|p| canonical(&home.join(p))));
+        denied.extend(
+            crate::safety::SECRETS_IN_HOME
+                .iter()
+                .map(|p| canonical(&home.join(p))),
+        );
     }
     if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
         denied.push(canonical(Path::new(&credentials)));
@@ -202,6 +196,22 @@ pub fn denied_paths(
 /// `path` with symbolic links resolved when it exists (rules apply to what a path leads to).
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// Runs the probe in a child (`launcher __sandbox-probe`): `Ok` with what it said when the
+/// kernel confines, `Err` with why not.
+pub fn run_probe(launcher: &std::path::Path) -> Result<String, String> {
+    let output = std::process::Command::new(launcher)
+        .arg(PROBE_COMMAND)
+        .output()
+        .map_err(|e| format!("cannot run the sandbox probe: {e}"))?;
+    let said = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    match said.split_once(": ") {
+        _ if said == "full" => Ok(said),
+        Some(("partial", _)) => Ok(said),
+        Some(("unavailable", why)) => Err(why.to_owned()),
+        _ => Err(format!("the sandbox probe said {said:?}")),
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ mod listing;
 mod output;
 mod sandbox_exec;
 mod send;
-pub use sandbox_exec::run_probe as sandbox_probe;
 mod service;
 mod table;
 mod tools_bench;

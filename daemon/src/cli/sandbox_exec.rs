@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use steward_tools::sandbox::{Enforcement, SandboxSpec, confine};
 
 pub const EXEC: &str = "__sandbox-exec";
-pub const PROBE: &str = "__sandbox-probe";
+pub const PROBE: &str = steward_tools::sandbox::PROBE_COMMAND;
 
 /// Exit code when the command was not run because it could not be confined.
 const NOT_CONFINED: u8 = 126;
@@ -63,20 +63,4 @@ pub fn probe() -> ExitCode {
         Err(e) => println!("unavailable: {e}"),
     }
     ExitCode::SUCCESS
-}
-
-/// Runs the probe in a child (`launcher __sandbox-probe`): `Ok` with what it said when the
-/// kernel confines, `Err` with why not.
-pub fn run_probe(launcher: &std::path::Path) -> Result<String, String> {
-    let output = std::process::Command::new(launcher)
-        .arg(PROBE)
-        .output()
-        .map_err(|e| format!("cannot run the sandbox probe: {e}"))?;
-    let said = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    match said.split_once(": ") {
-        _ if said == "full" => Ok(said),
-        Some(("partial", _)) => Ok(said),
-        Some(("unavailable", why)) => Err(why.to_owned()),
-        _ => Err(format!("the sandbox probe said {said:?}")),
-    }
 }

@@ -10,6 +10,7 @@ mod tiers;
 
 use std::path::PathBuf;
 
+pub use paths::SECRETS_IN_HOME;
 pub use tiers::{CommandTier, ShellVerdict, classify_shell};
 
 /// Where a shell command would run.

@@ -137,8 +137,9 @@ pub fn is_device(text: &str) -> bool {
     DEVICE_PREFIXES.iter().any(|d| text.starts_with(d))
 }
 
-/// Files whose content must not leave the machine: keys, tokens, password stores.
-const SECRETS_IN_HOME: [&str; 11] = [
+/// Files under a home whose content must not leave the machine: keys, tokens, password
+/// stores (also what the shell sandbox denies reading).
+pub const SECRETS_IN_HOME: [&str; 11] = [
     ".ssh",
     ".gnupg",
     ".aws",

@@ -192,14 +192,8 @@ pub fn not_read_only(name: &str, args: &[Word]) -> Option<String> {
         return None;
     }
     let refuse = |why: &str| Some(format!("`{name}` {why}"));
-    let has = |options: &[&str]| {
-        texts.iter().any(|t| {
-            options
-                .iter()
-                .any(|o| t == o || (o.starts_with("--") && t.starts_with(&format!("{o}="))))
-        })
-    };
-    let short = |flag: char| texts.iter().any(|t| short_cluster_has(t, flag));
+    let has = |options: &[&str]| has_option(&texts, options);
+    let short = |flag: char| texts.iter().any(|t| has_short(t, flag));
     let operands = operand_count(&texts);
     match name {
         n if PURE_READERS.contains(&n) => None,
@@ -301,13 +295,7 @@ pub fn not_read_only(name: &str, args: &[Word]) -> Option<String> {
 /// Options that make an otherwise reading program write or run something.
 fn options_of(name: &str, texts: &[&str], operands: usize) -> Option<String> {
     let refuse = |why: &str| Some(format!("`{name}` {why}"));
-    let any = |options: &[&str]| {
-        texts.iter().any(|t| {
-            options
-                .iter()
-                .any(|o| *t == *o || (o.starts_with("--") && t.starts_with(&format!("{o}="))))
-        })
-    };
+    let any = |options: &[&str]| has_option(texts, options);
     match name {
         "rg" if any(&["--pre"]) => refuse("--pre runs a program on every file"),
         "tree" if any(&["-o", "--output"]) => refuse("-o writes a file"),
@@ -493,13 +481,7 @@ fn git(texts: &[&str]) -> Option<String> {
     // `git` alone prints its help.
     let sub = texts.get(at)?;
     let rest = &texts[at + 1..];
-    let with = |options: &[&str]| {
-        rest.iter().any(|t| {
-            options
-                .iter()
-                .any(|o| *t == *o || t.starts_with(&format!("{o}=")))
-        })
-    };
+    let with = |options: &[&str]| has_option(rest, options);
     let plain_operands = rest.iter().filter(|t| !t.starts_with('-')).count();
     let refuse = |why: &str| Some(format!("`git {sub}` {why}"));
     match *sub {
@@ -588,7 +570,19 @@ fn shell_option(text: &str) -> bool {
             && text[1..].chars().all(|c| "euxvfCo".contains(c)))
 }
 
-fn short_cluster_has(text: &str, flag: char) -> bool {
+/// Whether one of `options` is given, as itself or, for a long one, as `--name=value`.
+fn has_option(texts: &[&str], options: &[&str]) -> bool {
+    texts.iter().any(|t| {
+        options.iter().any(|o| {
+            t == o
+                || (o.starts_with("--")
+                    && t.strip_prefix(o).is_some_and(|rest| rest.starts_with('=')))
+        })
+    })
+}
+
+/// A short option cluster (`-rf`) that contains `flag`.
+pub(super) fn has_short(text: &str, flag: char) -> bool {
     text.starts_with('-') && !text.starts_with("--") && text[1..].contains(flag)
 }
 

@@ -27,7 +27,7 @@ use super::parser::{Script, SimpleCommand, parse};
 use super::paths::{
     inside_roots, is_device, is_git_hook, is_harmless_device, is_precious, is_secret, resolve,
 };
-use super::readonly;
+use super::readonly::{self, has_short};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CommandTier {
@@ -228,11 +228,6 @@ fn basename(text: &str) -> &str {
 
 fn texts(words: &[Word]) -> Vec<&str> {
     words.iter().map(|w| w.text.as_str()).collect()
-}
-
-/// A short option cluster (`-rf`) that contains `flag`.
-fn has_short(arg: &str, flag: char) -> bool {
-    arg.starts_with('-') && !arg.starts_with("--") && arg[1..].contains(flag)
 }
 
 /// Arguments that are not options (everything after `--` counts as one).
