@@ -229,6 +229,9 @@ pub struct ToolsConfig {
     /// Absolute directories file tools may touch; empty means the workspace
     /// (`<data_dir>/workspace`). The first is where relative paths start.
     pub roots: Vec<PathBuf>,
+    /// `tools.untrusted_roots`: folders whose files are someone else's words (downloads, a
+    /// shared folder). Reading them taints the step, as reading a watched folder does.
+    pub untrusted_roots: Vec<PathBuf>,
     /// How long a request for confirmation waits for the owner before it expires.
     pub confirm_expiry: Duration,
     /// `[[tools.policy]]`, first match wins.
@@ -241,6 +244,10 @@ pub struct ToolsConfig {
     /// `[tools.http] allow_hosts`: hosts (or host:port) `http_request` may reach even when
     /// they resolve to loopback or private addresses.
     pub http_allow_hosts: Vec<String>,
+    /// `[tools.http] trusted_hosts`: hosts (or host:port) that may receive requests from a
+    /// tainted step without asking — the owner's own services. Any other request in a step
+    /// that read untrusted content needs confirmation, GET included: a URL carries data.
+    pub http_trusted_hosts: Vec<String>,
     /// `[tools.shell]`: how shell commands are confined.
     pub shell: ShellConfig,
     /// `tools.profile`: the groups of tools enabled before `allow` and `deny`.

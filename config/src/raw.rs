@@ -181,6 +181,7 @@ fn default_call_timeout() -> Spanned<u64> {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawTools {
     pub roots: Vec<Spanned<String>>,
+    pub untrusted_roots: Vec<Spanned<String>>,
     pub confirm_expiry_secs: Spanned<u64>,
     pub policy: Vec<RawPolicyRule>,
     pub plan_mode: bool,
@@ -206,12 +207,14 @@ pub(crate) struct RawShell {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawHttp {
     pub allow_hosts: Vec<String>,
+    pub trusted_hosts: Vec<String>,
 }
 
 impl Default for RawTools {
     fn default() -> Self {
         Self {
             roots: Vec::new(),
+            untrusted_roots: Vec::new(),
             confirm_expiry_secs: Spanned::new(0..0, 3600),
             policy: Vec::new(),
             plan_mode: false,

@@ -51,6 +51,16 @@ fn errors_name_the_key_and_the_line() {
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
+            "[tools]\nuntrusted_roots = [\"downloads\"]\n",
+            "tools.untrusted_roots[0]",
+            ":2:",
+        ),
+        (
+            "[[watch]]\nname = \"w\"\npath = \"/tmp\"\nexclude = [\"ok/**\", \"[broken\"]\n",
+            "watch[0].exclude[1]",
+            ":3:",
+        ),
+        (
             "[owner.deliver]\nemail = [\"notices\"]\nchat = [\"answers\"]\n",
             "owner.deliver.chat",
             ":3:",

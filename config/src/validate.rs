@@ -188,6 +188,17 @@ fn resolve_watches(
                 format!("{:?} is not an absolute path", watch.path.get_ref()),
             ));
         }
+        for (list, patterns) in [("include", &watch.include), ("exclude", &watch.exclude)] {
+            for (j, pattern) in patterns.iter().enumerate() {
+                if let Err(e) = globset::Glob::new(pattern) {
+                    return Err(ConfigError::invalid(
+                        format!("{}[{j}]", key(list)),
+                        at(watch.path.span()),
+                        format!("{pattern:?} is not a glob: {}", e.kind()),
+                    ));
+                }
+            }
+        }
         let events = match watch.events {
             None => WatchConfig::EVENTS
                 .iter()
@@ -702,18 +713,26 @@ fn resolve_tools(
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<ToolsConfig, ConfigError> {
-    let mut roots = Vec::new();
-    for (i, root) in raw.roots.iter().enumerate() {
-        let path = PathBuf::from(root.get_ref());
-        if !path.is_absolute() {
-            return Err(ConfigError::invalid(
-                format!("tools.roots[{i}]"),
-                at(root.span()),
-                format!("{:?} is not an absolute path", root.get_ref()),
-            ));
-        }
-        roots.push(path);
-    }
+    let absolute = |key: &str, paths: &[Spanned<String>]| {
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, path)| {
+                let absolute = PathBuf::from(path.get_ref());
+                if absolute.is_absolute() {
+                    Ok(absolute)
+                } else {
+                    Err(ConfigError::invalid(
+                        format!("{key}[{i}]"),
+                        at(path.span()),
+                        format!("{:?} is not an absolute path", path.get_ref()),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<PathBuf>, ConfigError>>()
+    };
+    let roots = absolute("tools.roots", &raw.roots)?;
+    let untrusted_roots = absolute("tools.untrusted_roots", &raw.untrusted_roots)?;
 
     let mut policy = Vec::new();
     for (i, rule) in raw.policy.iter().enumerate() {
@@ -748,6 +767,7 @@ fn resolve_tools(
 
     Ok(ToolsConfig {
         roots,
+        untrusted_roots,
         confirm_expiry: Duration::from_secs(in_range(
             "tools.confirm_expiry_secs",
             &raw.confirm_expiry_secs,
@@ -762,6 +782,7 @@ fn resolve_tools(
             &at,
         )?,
         http_allow_hosts: raw.http.allow_hosts,
+        http_trusted_hosts: raw.http.trusted_hosts,
         shell: ShellConfig {
             sandbox: match raw.shell.sandbox.as_ref() {
                 None => ShellSandbox::Landlock,

@@ -95,7 +95,11 @@ fn registry(
             threshold_pct: tools.defer_threshold_pct,
         });
     let builder = builtin::register_shell(builder, shell);
-    builtin::register_http(builder, tools.http_allow_hosts.clone())
+    let hosts = builtin::HttpHosts {
+        allow: tools.http_allow_hosts.clone(),
+        trusted: tools.http_trusted_hosts.clone(),
+    };
+    builtin::register_http(builder, hosts)
         .build()
         .map_err(|e| match e {
             ToolError::NotDisableable(_) => ConfigProblem {
@@ -284,7 +288,7 @@ impl Core {
                 Err(why) => format!("unavailable: {why}; every shell command is asked"),
             },
         });
-        let watches = WatchSet::new(store.watch_tree()?, status.clone());
+        let watches = WatchSet::new(store.watch_tree()?, status.clone(), files.clone());
         #[cfg(feature = "email")]
         let email = match &config.email {
             Some(email) => Some(crate::channels::email::EmailHandle::new(email_parts(
@@ -370,10 +374,12 @@ fn file_access(config: &Config, workspace: PathBuf) -> anyhow::Result<Arc<FileAc
             .into());
         }
     }
-    let files = FileAccess::new(&roots).map_err(|source| ConfigProblem {
-        key: "tools.roots".into(),
-        message: format!("cannot use {source}"),
-    })?;
+    let files = FileAccess::new(&roots)
+        .map_err(|source| ConfigProblem {
+            key: "tools.roots".into(),
+            message: format!("cannot use {source}"),
+        })?
+        .with_untrusted(&config.tools.untrusted_roots);
     Ok(Arc::new(files))
 }
 

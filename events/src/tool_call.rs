@@ -41,6 +41,11 @@ pub struct ToolOutcome {
     /// result budget: a truncated result still carries its hint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The content came from outside (a fetched page, someone's email, an MCP server): it
+    /// taints the step. Set by the pipeline from the tool's contract once the tool ran, never
+    /// by the tool itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 impl ToolOutcome {
@@ -49,6 +54,7 @@ impl ToolOutcome {
             status: ToolStatus::Ok,
             content,
             hint: None,
+            untrusted: false,
         }
     }
 
@@ -57,6 +63,7 @@ impl ToolOutcome {
             status: ToolStatus::Error,
             content: Value::String(message.into()),
             hint: None,
+            untrusted: false,
         }
     }
 
@@ -65,6 +72,7 @@ impl ToolOutcome {
             status: ToolStatus::Denied,
             content: Value::String(reason.into()),
             hint: None,
+            untrusted: false,
         }
     }
 
@@ -73,6 +81,7 @@ impl ToolOutcome {
             status: ToolStatus::Blocked,
             content: Value::String(reason.into()),
             hint: None,
+            untrusted: false,
         }
     }
 
@@ -81,6 +90,7 @@ impl ToolOutcome {
             status: ToolStatus::Cancelled,
             content,
             hint: None,
+            untrusted: false,
         }
     }
 

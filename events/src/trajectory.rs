@@ -88,6 +88,10 @@ pub enum ItemKind {
         result: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hint: Option<String>,
+        /// The result is someone else's words (see `ToolOutcome::untrusted`): the model is
+        /// told so, and the step that read it is tainted.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        untrusted: bool,
     },
     StepStarted {
         events: Vec<EventId>,

@@ -887,7 +887,7 @@ async fn email_search_and_read_return_the_mailbox_as_untrusted_content() {
 
     let found = call_tool(&daemon, "email_search", &json!({"subject": "invoice"}));
     let content = &found["result"];
-    assert_eq!(content["untrusted"], true, "{found}");
+    assert_eq!(found["untrusted"], true, "marked by the pipeline: {found}");
     assert_eq!(content["total"], 1, "{found}");
     let hit = &content["messages"][0];
     assert_eq!(hit["from"], stranger.as_str());
@@ -896,7 +896,7 @@ async fn email_search_and_read_return_the_mailbox_as_untrusted_content() {
 
     let read = call_tool(&daemon, "email_read", &json!({"uid": hit["uid"]}));
     let message = &read["result"];
-    assert_eq!(message["untrusted"], true);
+    assert_eq!(read["untrusted"], true);
     assert!(
         message["body"].as_str().unwrap().contains("Please pay."),
         "{read}"

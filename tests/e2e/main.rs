@@ -25,6 +25,7 @@ mod service;
 mod shell;
 mod steps;
 mod support;
+mod taint;
 mod timer;
 mod torture;
 mod urgency;

@@ -74,6 +74,7 @@ impl ResultBudget {
             status: outcome.status,
             content: Value::String(content),
             hint: outcome.hint,
+            untrusted: outcome.untrusted,
         }
     }
 

@@ -23,6 +23,16 @@ pub enum Concurrency {
     FromArgs,
 }
 
+/// Whether something holds for a tool's calls: never, always, or as the handler says for
+/// each call from its arguments (`ToolHandler::returns_untrusted_for` / `sends_out_for`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Applies {
+    Never,
+    Always,
+    PerCall,
+}
+
 /// Whether the schema is always sent to the model or found with `tool_search`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -77,6 +87,14 @@ pub struct ToolContract {
     pub result_budget: usize,
     pub disableable: bool,
     pub allowed_in_lane: bool,
+    /// Whether what the tool returns is someone else's words (a fetched page, an email, an
+    /// MCP server's answer): the pipeline marks such a result untrusted, which taints the
+    /// step. Declared here so no tool can forget it.
+    pub returns_untrusted: Applies,
+    /// Whether a call can carry data off the machine to someone the owner has not allowed
+    /// (an HTTP request to a host not in `tools.http.trusted_hosts`, an email): in a tainted
+    /// step such a call asks first even when it only reads.
+    pub sends_out: Applies,
 }
 
 /// Result bytes kept before spilling, unless a tool says otherwise.
@@ -107,6 +125,8 @@ impl ToolContract {
             result_budget: DEFAULT_RESULT_BUDGET,
             disableable: true,
             allowed_in_lane: true,
+            returns_untrusted: Applies::Never,
+            sends_out: Applies::Never,
         }
     }
 
@@ -200,6 +220,16 @@ impl ToolContract {
 
     pub fn in_lane(mut self, allowed: bool) -> Self {
         self.allowed_in_lane = allowed;
+        self
+    }
+
+    pub fn returns_untrusted(mut self, applies: Applies) -> Self {
+        self.returns_untrusted = applies;
+        self
+    }
+
+    pub fn sends_out(mut self, applies: Applies) -> Self {
+        self.sends_out = applies;
         self
     }
 }

@@ -26,6 +26,19 @@ pub trait ToolHandler: Send + Sync + 'static {
         None
     }
 
+    /// Consulted only for tools declared `returns_untrusted: Applies::PerCall`: whether this
+    /// call's result is someone else's words (a file read under an untrusted root).
+    fn returns_untrusted_for(&self, _args: &Value, _ctx: &ExecutionContext) -> bool {
+        false
+    }
+
+    /// Consulted only for tools declared `sends_out: Applies::PerCall`: whether this call
+    /// can carry data to someone the owner has not allowed (`http_request` to a host not in
+    /// `tools.http.trusted_hosts`). Anything it cannot tell counts as sending out.
+    fn sends_out_for(&self, _args: &Value) -> bool {
+        true
+    }
+
     /// The safety check of this call (pipeline step 3), before policy. Most tools have
     /// none; the shell tool classifies its command.
     fn safety(&self, _args: &Value, _ctx: &ExecutionContext) -> Safety {

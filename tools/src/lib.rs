@@ -21,6 +21,7 @@ mod context;
 mod contract;
 mod error;
 pub mod files;
+pub mod glob;
 mod handler;
 pub mod ledger;
 mod pipeline;
@@ -33,8 +34,8 @@ pub mod selection;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel, OwnerFuture};
-pub use contract::{Concurrency, SideEffect, Tier, ToolContract, ToolSource, ToolSpec};
+pub use contract::{Applies, Concurrency, SideEffect, Tier, ToolContract, ToolSource, ToolSpec};
 pub use error::ToolError;
 pub use handler::{Safety, ToolFuture, ToolHandler};
-pub use pipeline::{Authorization, ToolPipeline, is_untrusted};
+pub use pipeline::{Authorization, ToolPipeline};
 pub use registry::{Deferral, ToolRegistry, ToolRegistryBuilder};

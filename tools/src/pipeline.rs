@@ -18,16 +18,35 @@ use crate::batch::{MAX_PARALLEL_CALLS, partition_batches};
 use crate::budget::{ResultBudget, size_of};
 use crate::confirm::PendingStore;
 use crate::context::ExecutionContext;
-use crate::contract::SideEffect;
+use crate::contract::{Applies, SideEffect};
 use crate::handler::Safety;
 use crate::ledger::{Begin, Ledger, args_hash, key_for};
 use crate::policy::{Decision, PolicyInput, PolicyRules, decide};
 use crate::registry::RegisteredTool;
 use crate::registry::ToolRegistry;
 
-/// Whether a result carries content from outside (a fetched page): it taints the step.
-pub fn is_untrusted(outcome: &ToolOutcome) -> bool {
-    outcome.content.get("untrusted") == Some(&serde_json::Value::Bool(true))
+/// Whether this call can carry data to someone the owner has not allowed (the contract's
+/// `sends_out`, asked of the handler per call when it says so).
+fn sends_out(tool: &RegisteredTool, args: &serde_json::Value) -> bool {
+    match tool.contract.sends_out {
+        Applies::Never => false,
+        Applies::Always => true,
+        Applies::PerCall => tool.handler.sends_out_for(args),
+    }
+}
+
+/// Whether what this call returned is someone else's words (the contract's
+/// `returns_untrusted`): the pipeline, not the tool, marks the outcome.
+fn returns_untrusted(
+    tool: &RegisteredTool,
+    args: &serde_json::Value,
+    ctx: &ExecutionContext,
+) -> bool {
+    match tool.contract.returns_untrusted {
+        Applies::Never => false,
+        Applies::Always => true,
+        Applies::PerCall => tool.handler.returns_untrusted_for(args, ctx),
+    }
 }
 
 /// A `call_tool` call becomes the call it makes, so the inner tool meets every stage as
@@ -162,6 +181,7 @@ impl ToolPipeline {
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
+            sends_out: sends_out(&tool, &call.args),
             rules: &rules,
         }))
     }
@@ -284,6 +304,7 @@ impl ToolPipeline {
             mode: ctx.mode,
             in_lane: !ctx.trajectory.is_main(),
             step_trust: ctx.step_trust,
+            sends_out: sends_out(tool, &call.args),
             rules: &auth.rules.snapshot(),
         });
         if let Safety::Confirm(reason) = safety {
@@ -315,6 +336,7 @@ impl ToolPipeline {
                         hint: Some(
                             "the call runs once the owner confirms it; do not call it again".into(),
                         ),
+                        untrusted: false,
                     },
                     Err(e) => ToolOutcome::error(format!(
                         "needs confirmation, but the request could not be stored: {e}"
@@ -324,8 +346,8 @@ impl ToolPipeline {
         }
     }
 
-    /// Executes a call that may run: through the ledger when it changes something, under
-    /// the step's cancel token.
+    /// Executes a call that may run, and marks its outcome untrusted when the contract says
+    /// what it returns is someone else's words (an error too: it may quote the server).
     async fn perform(
         &self,
         tool: &RegisteredTool,
@@ -335,6 +357,19 @@ impl ToolPipeline {
         if ctx.cancel.is_cancelled() {
             return ToolOutcome::cancelled(json!("not started: the step was cancelled"));
         }
+        let mut outcome = self.run(tool, call, ctx).await;
+        outcome.untrusted = returns_untrusted(tool, &call.args, ctx);
+        outcome
+    }
+
+    /// Runs a call: through the ledger when it changes something, under the step's cancel
+    /// token.
+    async fn run(
+        &self,
+        tool: &RegisteredTool,
+        call: &ToolCallRequest,
+        ctx: &ExecutionContext,
+    ) -> ToolOutcome {
         let mut ctx = ctx.for_call(&call.call_id, call.origin);
         debug!(call_id = %call.call_id, tool = %call.tool, "executing tool call");
         let contract = Self::effective_contract(tool, &call.args);
@@ -411,7 +446,7 @@ impl ToolPipeline {
             .map(|c| self.registry.is_concurrency_safe(&c.tool, &c.args))
             .collect();
         let mut outcomes: Vec<ToolOutcome> = Vec::with_capacity(calls.len());
-        // Taint: once a result marked untrusted is in, later calls run as in an untrusted step.
+        // Taint: once an untrusted result is in, later calls run as in an untrusted step.
         let mut ctx = ctx.clone();
         for range in partition_batches(&safe) {
             let before = outcomes.len();
@@ -422,7 +457,7 @@ impl ToolPipeline {
                     outcomes.extend(self.execute_parallel(chunk, &ctx).await);
                 }
             }
-            if outcomes[before..].iter().any(is_untrusted) {
+            if outcomes[before..].iter().any(|outcome| outcome.untrusted) {
                 ctx.step_trust = steward_events::Trust::Untrusted;
             }
         }

@@ -11,9 +11,9 @@
 //! 4. defaults: read-only and idempotent writes run; non-idempotent tools and system changes
 //!    need confirmation;
 //! 5. taint: once untrusted content entered the step, every call that is not read-only needs
-//!    confirmation, whatever the rules said (a `deny` stays a `deny`).
-//!
-//! Not wired into the pipeline yet: confirmation (`PendingAction`) lands with it.
+//!    confirmation, whatever the rules said (a `deny` stays a `deny`), and so does every call
+//!    that can carry data out (`sends_out`: an HTTP request to a host the owner has not
+//!    trusted, GET included — the URL itself can carry what the step read).
 
 use steward_events::Trust;
 
@@ -75,6 +75,9 @@ pub struct PolicyInput<'a> {
     pub in_lane: bool,
     /// The least trusted content that entered the step so far.
     pub step_trust: Trust,
+    /// This call can carry data to someone the owner has not allowed (see
+    /// `ToolContract::sends_out`).
+    pub sends_out: bool,
     pub rules: &'a [PolicyRule],
 }
 
@@ -132,20 +135,27 @@ pub fn decide(input: PolicyInput<'_>) -> Decision {
         },
         None => Decision::Allow,
     };
-    if input.step_trust != Trust::Owner
-        && c.side_effect != SideEffect::ReadOnly
-        && decision == Decision::Allow
-    {
-        decision = Decision::Confirm {
-            reason: format!(
-                "content from a {} source is in this step; `{}` changes things, so it needs your confirmation",
-                match input.step_trust {
-                    Trust::Trusted => "trusted but not owner",
-                    _ => "untrusted",
-                },
-                c.name
-            ),
-        };
+    let source = match input.step_trust {
+        Trust::Owner => return decision,
+        Trust::Trusted => "trusted but not owner",
+        Trust::Untrusted => "untrusted",
+    };
+    if decision == Decision::Allow {
+        if c.side_effect != SideEffect::ReadOnly {
+            decision = Decision::Confirm {
+                reason: format!(
+                    "content from a {source} source is in this step; `{}` changes things, so it needs your confirmation",
+                    c.name
+                ),
+            };
+        } else if input.sends_out {
+            decision = Decision::Confirm {
+                reason: format!(
+                    "content from a {source} source is in this step; `{}` could carry it out to a host you have not trusted, so it needs your confirmation",
+                    c.name
+                ),
+            };
+        }
     }
     decision
 }
@@ -179,6 +189,8 @@ mod tests {
             result_budget: 100,
             disableable: true,
             allowed_in_lane: lane,
+            returns_untrusted: crate::contract::Applies::Never,
+            sends_out: crate::contract::Applies::Never,
         }
     }
 
@@ -425,6 +437,7 @@ mod tests {
                 mode,
                 in_lane,
                 step_trust,
+                sends_out: false,
                 rules,
             });
             let matches = match (&got, want) {
@@ -432,6 +445,89 @@ mod tests {
                 (Decision::Deny { policy_id, reason }, Want::Deny(id)) => {
                     policy_id == id && !reason.is_empty()
                 }
+                _ => false,
+            };
+            assert!(matches, "{name}: got {got:?}, want {want:?}");
+        }
+    }
+
+    /// A call that can carry data out asks only once the step read someone else's words,
+    /// even when it only reads and a rule allows it; a deny stays a deny.
+    #[test]
+    fn calls_that_send_out_ask_in_a_tainted_step() {
+        use Trust::{Owner, Trusted, Untrusted};
+        let get = tool(
+            "http_request",
+            SideEffect::ReadOnly,
+            true,
+            &["group:web"],
+            true,
+        );
+        let allow_web = [rule("web.auto", "group:web", RuleDecision::Allow)];
+        let deny_web = [rule("no-web", "group:web", RuleDecision::Deny)];
+        let table: [(&str, Trust, bool, &[PolicyRule], Want); 7] = [
+            (
+                "owner step: a GET anywhere runs",
+                Owner,
+                true,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "tainted: a GET to an untrusted host asks",
+                Untrusted,
+                true,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "trusted contact's words taint too",
+                Trusted,
+                true,
+                &[],
+                Want::Confirm,
+            ),
+            (
+                "tainted: a GET to a trusted host runs",
+                Untrusted,
+                false,
+                &[],
+                Want::Allow,
+            ),
+            (
+                "tainted: an allow rule does not lift it",
+                Untrusted,
+                true,
+                &allow_web,
+                Want::Confirm,
+            ),
+            (
+                "tainted: deny stays deny",
+                Untrusted,
+                true,
+                &deny_web,
+                Want::Deny("no-web"),
+            ),
+            (
+                "owner step: the allow rule runs it",
+                Owner,
+                true,
+                &allow_web,
+                Want::Allow,
+            ),
+        ];
+        for (name, step_trust, sends_out, rules, want) in table {
+            let got = decide(PolicyInput {
+                contract: &get,
+                mode: Mode::Normal,
+                in_lane: false,
+                step_trust,
+                sends_out,
+                rules,
+            });
+            let matches = match (&got, want) {
+                (Decision::Allow, Want::Allow) | (Decision::Confirm { .. }, Want::Confirm) => true,
+                (Decision::Deny { policy_id, .. }, Want::Deny(id)) => policy_id == id,
                 _ => false,
             };
             assert!(matches, "{name}: got {got:?}, want {want:?}");

@@ -162,6 +162,8 @@ mod tests {
             result_budget: 1,
             disableable: !ALWAYS_ENABLED.contains(&name),
             allowed_in_lane: true,
+            returns_untrusted: crate::contract::Applies::Never,
+            sends_out: crate::contract::Applies::Never,
         }
     }
 

@@ -159,6 +159,9 @@ pub enum Turn<'a> {
 #[derive(serde::Serialize)]
 struct ResultText<'a> {
     status: ToolStatus,
+    /// Someone else's words (the tool's contract says so): data, never instructions.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    untrusted: bool,
     result: &'a Value,
     hint: Option<&'a str>,
 }
@@ -213,6 +216,7 @@ pub fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
                 status,
                 result,
                 hint,
+                untrusted,
                 ..
             } => {
                 // A result whose call is not in view would be rejected by the API.
@@ -222,6 +226,7 @@ pub fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
                 open.remove(position);
                 let content = ResultText {
                     status: *status,
+                    untrusted: *untrusted,
                     result,
                     hint: hint.as_deref(),
                 };
@@ -382,6 +387,7 @@ mod tests {
             status: ToolStatus::Ok,
             result: json!(id),
             hint: None,
+            untrusted: false,
         }
     }
 

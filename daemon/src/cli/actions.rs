@@ -180,6 +180,9 @@ fn print_outcome(outcome: &ToolOutcome, json: bool) -> ExitCode {
     };
     if json {
         let mut line = serde_json::json!({ "outcome": name });
+        if outcome.untrusted {
+            line["untrusted"] = Value::Bool(true);
+        }
         match outcome.status {
             ToolStatus::Ok => line["result"] = outcome.content.clone(),
             ToolStatus::Pending => {

@@ -372,7 +372,7 @@ impl StepRunner {
             )?);
         }
         let outcomes = self.pipeline.execute_batch(calls, ctx).await;
-        if outcomes.iter().any(steward_tools::is_untrusted) {
+        if outcomes.iter().any(|outcome| outcome.untrusted) {
             // Untrusted content is in the step now: taint it for every later round.
             ctx.step_trust = Trust::Untrusted;
         }
@@ -385,6 +385,7 @@ impl StepRunner {
                     status: outcome.status,
                     result: outcome.content.clone(),
                     hint: outcome.hint.clone(),
+                    untrusted: outcome.untrusted,
                 },
             )?);
         }

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use steward_config::McpServerConfig;
 use steward_events::ToolOutcome;
 use steward_tools::{
-    ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler, ToolSource,
+    Applies, ExecutionContext, SideEffect, Tier, ToolContract, ToolFuture, ToolHandler, ToolSource,
 };
 
 use super::connection::Connection;
@@ -193,7 +193,14 @@ pub fn contract(server: &McpServerConfig, tool: &Value, name: String) -> Option<
         })
         .source(ToolSource::Mcp(server.name.clone()))
         .group(format!("group:mcp:{}", server.name))
-        .budget(64 * 1024);
+        .budget(64 * 1024)
+        // A server's answers are its words; a tool that acts may carry data to it.
+        .returns_untrusted(Applies::Always)
+        .sends_out(if read_only {
+            Applies::Never
+        } else {
+            Applies::Always
+        });
     if let Some(title) = title {
         contract = contract.hint(title);
     }
@@ -238,7 +245,6 @@ impl ToolHandler for McpTool {
             let structured = result.get("structuredContent").cloned();
             let mut content = serde_json::Map::new();
             content.insert("content".into(), text.into());
-            content.insert("untrusted".into(), true.into());
             if let Some(structured) = structured {
                 content.insert("structured".into(), structured);
             }

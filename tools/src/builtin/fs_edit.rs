@@ -6,9 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
-use super::fs_write::{remember, write_atomically};
 use crate::context::ExecutionContext;
-use crate::contract::ToolContract;
+use crate::contract::{Applies, ToolContract};
 use crate::handler::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
@@ -23,6 +22,7 @@ crate::args::schema::<FsEditArgs>(),
 .guidance("old_text must match the file exactly and occur once; include surrounding lines to make it unique.")
 .hint("modify replace change patch file")
 .budget(4 * 1024)
+.returns_untrusted(Applies::PerCall)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -41,6 +41,10 @@ struct FsEditArgs {
 pub(super) struct FsEdit;
 
 impl ToolHandler for FsEdit {
+    fn returns_untrusted_for(&self, args: &Value, ctx: &ExecutionContext) -> bool {
+        super::reads_untrusted(args, ctx)
+    }
+
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: FsEditArgs = match crate::args::parse(args) {
@@ -53,27 +57,32 @@ impl ToolHandler for FsEdit {
                 args.new_text.as_str(),
                 args.replace_all,
             );
-            let path = match ctx.files.resolve(requested) {
-                Ok(path) => path,
+            let at = match ctx.files.resolve(requested) {
+                Ok(at) => at,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            if !path.is_file() {
+            let path = at.path();
+            if !ctx.files.metadata(&at).is_ok_and(|m| m.is_file()) {
                 return ToolOutcome::error(format!(
                     "{} does not exist; create it with fs_write",
                     path.display()
                 ));
             }
-            if let Err(reason) = ctx.files.check_write(&ctx.trajectory, &path) {
-                return ToolOutcome::error(reason);
-            }
-            let text = match tokio::fs::read_to_string(&path).await {
-                Ok(text) => text,
-                Err(e) => {
-                    return ToolOutcome::error(format!(
-                        "cannot read {} as text: {e}",
-                        path.display()
-                    ));
+            let read = {
+                let at = at.clone();
+                super::on_files(ctx, move |files| files.read_stamped(&at, u64::MAX)).await
+            };
+            // The content edited is the content checked: one read serves both.
+            let read = read.and_then(|(bytes, stamp)| {
+                ctx.files.check_unchanged(&ctx.trajectory, &at, &stamp)?;
+                Ok(bytes)
+            });
+            let text = match read.map(String::from_utf8) {
+                Ok(Ok(text)) => text,
+                Ok(Err(_)) => {
+                    return ToolOutcome::error(format!("{} is not UTF-8 text", path.display()));
                 }
+                Err(reason) => return ToolOutcome::error(reason),
             };
             let occurrences = text.matches(old_text).count();
             match (occurrences, replace_all) {
@@ -93,10 +102,9 @@ impl ToolHandler for FsEdit {
                 _ => {}
             }
             let edited = text.replace(old_text, new_text);
-            if let Err(e) = write_atomically(&path, edited.as_bytes()).await {
-                return ToolOutcome::error(format!("cannot write {}: {e}", path.display()));
+            if let Err(reason) = super::fs_write::write(ctx, &at, edited.into_bytes()).await {
+                return ToolOutcome::error(reason);
             }
-            remember(ctx, &path, edited.as_bytes());
             ToolOutcome::ok(
                 json!({"path": path.display().to_string(), "replacements": occurrences}),
             )

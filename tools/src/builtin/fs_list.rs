@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::ToolContract;
+use crate::contract::{Applies, ToolContract};
 use crate::handler::{ToolFuture, ToolHandler};
 
 const MAX_ENTRIES: usize = 1000;
@@ -20,6 +20,7 @@ pub(super) fn contract() -> ToolContract {
     .group("group:fs")
     .hint("ls directory folder entries")
     .budget(64 * 1024)
+    .returns_untrusted(Applies::PerCall)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -32,6 +33,10 @@ struct FsListArgs {
 pub(super) struct FsList;
 
 impl ToolHandler for FsList {
+    fn returns_untrusted_for(&self, args: &Value, ctx: &ExecutionContext) -> bool {
+        super::reads_untrusted(args, ctx)
+    }
+
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args = match crate::args::parse::<FsListArgs>(args) {
@@ -39,43 +44,32 @@ impl ToolHandler for FsList {
                 Err(refused) => return refused,
             };
             let requested = args.path.as_deref().unwrap_or(".");
-            let path = match ctx.files.resolve(requested) {
-                Ok(path) => path,
+            let at = match ctx.files.resolve(requested) {
+                Ok(at) => at,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            let mut dir = match tokio::fs::read_dir(&path).await {
-                Ok(dir) => dir,
-                Err(e) => {
-                    return ToolOutcome::error(format!("cannot list {}: {e}", path.display()));
-                }
+            let listed = {
+                let at = at.clone();
+                super::on_files(ctx, move |files| {
+                    files
+                        .list(&at)
+                        .map_err(|e| format!("cannot list {}: {e}", at.path().display()))
+                })
+                .await
             };
-            let mut entries = Vec::new();
-            let mut truncated = false;
-            loop {
-                match dir.next_entry().await {
-                    Ok(Some(entry)) => {
-                        if entries.len() == MAX_ENTRIES {
-                            truncated = true;
-                            break;
-                        }
-                        let kind = match entry.file_type().await {
-                            Ok(t) if t.is_symlink() => "symlink",
-                            Ok(t) if t.is_dir() => "dir",
-                            Ok(t) if t.is_file() => "file",
-                            _ => "other",
-                        };
-                        let size = entry.metadata().await.map(|m| m.len()).unwrap_or(0);
-                        entries.push(json!({"name": entry.file_name().to_string_lossy(), "type": kind, "size": size}));
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        return ToolOutcome::error(format!("cannot list {}: {e}", path.display()));
-                    }
-                }
-            }
-            entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            let mut found = match listed {
+                Ok(found) => found,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
+            found.sort_by(|a, b| a.name.cmp(&b.name));
+            let truncated = found.len() > MAX_ENTRIES;
+            let entries: Vec<Value> = found
+                .into_iter()
+                .take(MAX_ENTRIES)
+                .map(|e| json!({"name": e.name, "type": e.kind.as_str(), "size": e.size}))
+                .collect();
             ToolOutcome::ok(
-                json!({"path": path.display().to_string(), "entries": entries, "truncated": truncated}),
+                json!({"path": at.path().display().to_string(), "entries": entries, "truncated": truncated}),
             )
         })
     }

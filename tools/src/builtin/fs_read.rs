@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::ToolContract;
-use crate::files::FileStamp;
+use crate::contract::{Applies, ToolContract};
 use crate::handler::{ToolFuture, ToolHandler};
 
 const DEFAULT_LIMIT: u64 = 2000;
@@ -25,6 +24,7 @@ pub(super) fn contract() -> ToolContract {
     .guidance("Read a file before changing it with fs_write or fs_edit.")
     .hint("open view cat file contents lines")
     .budget(100 * 1024)
+    .returns_untrusted(Applies::PerCall)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -43,6 +43,10 @@ struct FsReadArgs {
 pub(super) struct FsRead;
 
 impl ToolHandler for FsRead {
+    fn returns_untrusted_for(&self, args: &Value, ctx: &ExecutionContext) -> bool {
+        super::reads_untrusted(args, ctx)
+    }
+
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: FsReadArgs = match crate::args::parse(args) {
@@ -50,35 +54,20 @@ impl ToolHandler for FsRead {
                 Err(refused) => return refused,
             };
             let requested = args.path.as_str();
-            let path = match ctx.files.resolve(requested) {
-                Ok(path) => path,
+            let at = match ctx.files.resolve(requested) {
+                Ok(at) => at,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            match tokio::fs::metadata(&path).await {
-                Ok(meta) if meta.is_dir() => {
-                    return ToolOutcome::error(format!(
-                        "{} is a directory; use fs_list",
-                        path.display()
-                    ));
-                }
-                Ok(meta) if meta.len() > MAX_FILE_BYTES => {
-                    return ToolOutcome::error(format!(
-                        "{} is {} bytes, over the {MAX_FILE_BYTES}-byte limit",
-                        path.display(),
-                        meta.len()
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return ToolOutcome::error(format!("cannot read {}: {e}", path.display()));
-                }
-            }
-            let bytes = match tokio::fs::read(&path).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    return ToolOutcome::error(format!("cannot read {}: {e}", path.display()));
+            let (bytes, stamp) = {
+                let at = at.clone();
+                match super::on_files(ctx, move |files| files.read_stamped(&at, MAX_FILE_BYTES))
+                    .await
+                {
+                    Ok(read) => read,
+                    Err(reason) => return ToolOutcome::error(reason),
                 }
             };
+            let path = at.path();
             let text = String::from_utf8_lossy(&bytes);
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
             let total = lines.len() as u64;
@@ -92,12 +81,7 @@ impl ToolHandler for FsRead {
             }
             let start = (first - 1) as usize;
             let end = (start as u64 + limit).min(total) as usize;
-            match FileStamp::of_bytes(&path, &bytes) {
-                Ok(stamp) => ctx.files.record_read(&ctx.trajectory, &path, stamp),
-                Err(e) => {
-                    return ToolOutcome::error(format!("cannot stat {}: {e}", path.display()));
-                }
-            }
+            ctx.files.record_read(&ctx.trajectory, &at, stamp);
             ToolOutcome::ok(json!({
                 "path": path.display().to_string(),
                 "lines": if total == 0 { "empty file".to_owned() } else { format!("lines {first}-{end} of {total}") },

@@ -1,9 +1,8 @@
 //! `fs_glob` and `fs_grep`: finding files and lines in the workspace. Both walk the tree
-//! below a directory inside the roots without following symlinks (a link cannot lead the
-//! walk out of the workspace), skip `.git`, `target` and `node_modules`, and cap what they
-//! return, saying when they did.
-
-use std::path::{Path, PathBuf};
+//! below a directory inside the roots without following symlinks, every directory and file
+//! opened beneath its root by the kernel (a link or a swapped directory cannot lead the walk
+//! out of the workspace), skip `.git`, `target` and `node_modules`, match globs in linear
+//! time (`crate::glob`), and cap what they return, saying when they did.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -11,7 +10,9 @@ use serde_json::{Value, json};
 use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
-use crate::contract::ToolContract;
+use crate::contract::{Applies, ToolContract};
+use crate::files::{EntryKind, FileAccess, Located};
+use crate::glob::Globs;
 use crate::handler::{ToolFuture, ToolHandler};
 
 const SKIPPED_DIRS: [&str; 3] = [".git", "target", "node_modules"];
@@ -23,6 +24,7 @@ fn search_contract(name: &str, description: &str, parameters: Value, hint: &str)
         .group("group:fs")
         .hint(hint)
         .budget(100 * 1024)
+        .returns_untrusted(Applies::PerCall)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -70,84 +72,60 @@ pub(super) fn grep_contract() -> ToolContract {
     )
 }
 
-/// Files below `start` (or `start` itself), relative paths with `/`, in sorted order.
-fn walk(start: &Path) -> Vec<(PathBuf, String)> {
-    let mut files = Vec::new();
-    if start.is_file() {
+/// Files below `start` (or `start` itself) with their paths relative to it, `/`-separated,
+/// in sorted order. Every directory is opened beneath its root by the kernel (see
+/// `files::beneath`); symlinks are listed, never followed.
+fn walk(files: &FileAccess, start: &Located) -> Vec<(Located, String)> {
+    if files.metadata(start).is_ok_and(|m| m.is_file()) {
         let name = start
+            .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        return vec![(start.to_owned(), name)];
+        return vec![(start.clone(), name)];
     }
-    let mut stack = vec![(start.to_owned(), String::new())];
+    let mut found = Vec::new();
+    let mut stack = vec![(start.clone(), String::new())];
     while let Some((dir, prefix)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(mut entries) = files.list(&dir) else {
             continue;
         };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
+        entries.sort_by(|a, b| b.name.cmp(&a.name));
         for entry in entries {
-            let name = entry.file_name().to_string_lossy().into_owned();
             let relative = if prefix.is_empty() {
-                name.clone()
+                entry.name.clone()
             } else {
-                format!("{prefix}/{name}")
+                format!("{prefix}/{}", entry.name)
             };
-            // symlink_metadata: links are never followed.
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            if meta.is_dir() {
-                if !SKIPPED_DIRS.contains(&name.as_str()) {
-                    stack.push((entry.path(), relative));
+            match entry.kind {
+                EntryKind::Dir if !SKIPPED_DIRS.contains(&entry.name.as_str()) => {
+                    stack.push((dir.child(&entry.name), relative));
                 }
-            } else if meta.is_file() {
-                files.push((entry.path(), relative));
-                if files.len() >= MAX_FILES_WALKED {
-                    return files;
+                EntryKind::File => {
+                    found.push((dir.child(&entry.name), relative));
+                    if found.len() >= MAX_FILES_WALKED {
+                        return found;
+                    }
                 }
+                _ => {}
             }
         }
     }
-    files.sort_by(|a, b| a.1.cmp(&b.1));
-    files
+    found.sort_by(|a, b| a.1.cmp(&b.1));
+    found
 }
 
-/// Whether a relative `/`-separated path matches a glob: `**` any number of directories,
-/// `*` and `?` within one name.
-pub fn glob_match(pattern: &str, path: &str) -> bool {
-    fn segments(pattern: &[&str], path: &[&str]) -> bool {
-        match pattern.split_first() {
-            None => path.is_empty(),
-            Some((&"**", rest)) => (0..=path.len()).any(|skip| segments(rest, &path[skip..])),
-            Some((first, rest)) => {
-                !path.is_empty()
-                    && segment(first.as_bytes(), path[0].as_bytes())
-                    && segments(rest, &path[1..])
-            }
-        }
-    }
-    fn segment(pattern: &[u8], text: &[u8]) -> bool {
-        match pattern.split_first() {
-            None => text.is_empty(),
-            Some((b'*', rest)) => (0..=text.len()).any(|skip| segment(rest, &text[skip..])),
-            Some((b'?', rest)) => !text.is_empty() && segment(rest, &text[1..]),
-            Some((c, rest)) => text.first() == Some(c) && segment(rest, &text[1..]),
-        }
-    }
-    let pattern: Vec<&str> = pattern.split('/').filter(|s| !s.is_empty()).collect();
-    let path: Vec<&str> = path.split('/').collect();
-    segments(&pattern, &path)
-}
-
-fn start_dir(path: Option<&str>, ctx: &ExecutionContext) -> Result<PathBuf, String> {
+fn start_dir(path: Option<&str>, ctx: &ExecutionContext) -> Result<Located, String> {
     ctx.files.resolve(path.unwrap_or("."))
 }
 
 pub(super) struct FsGlob;
 
 impl ToolHandler for FsGlob {
+    fn returns_untrusted_for(&self, args: &Value, ctx: &ExecutionContext) -> bool {
+        super::reads_untrusted(args, ctx)
+    }
+
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: GlobArgs = match crate::args::parse(args) {
@@ -158,14 +136,17 @@ impl ToolHandler for FsGlob {
                 Ok(start) => start,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            let pattern = args.pattern;
+            let pattern = match Globs::new(&[args.pattern]) {
+                Ok(pattern) => pattern,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
             let max = args.max_results.unwrap_or(1000) as usize;
-            let found = tokio::task::spawn_blocking(move || {
-                walk(&start)
+            let found = super::on_files(ctx, move |files| {
+                Ok(walk(files, &start)
                     .into_iter()
                     .map(|(_, rel)| rel)
-                    .filter(|rel| glob_match(&pattern, rel))
-                    .collect::<Vec<_>>()
+                    .filter(|rel| pattern.matches(rel))
+                    .collect::<Vec<_>>())
             })
             .await
             .unwrap_or_default();
@@ -180,6 +161,10 @@ impl ToolHandler for FsGlob {
 pub(super) struct FsGrep;
 
 impl ToolHandler for FsGrep {
+    fn returns_untrusted_for(&self, args: &Value, ctx: &ExecutionContext) -> bool {
+        super::reads_untrusted(args, ctx)
+    }
+
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let args: GrepArgs = match crate::args::parse(args) {
@@ -198,21 +183,18 @@ impl ToolHandler for FsGrep {
                 Ok(regex) => regex,
                 Err(e) => return ToolOutcome::error(format!("invalid regular expression: {e}")),
             };
-            let filter = args.glob;
+            let filter = match args.glob.map(|g| Globs::new(&[g])).transpose() {
+                Ok(filter) => filter,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
             let max = args.max_results.unwrap_or(200) as usize;
-            let (lines, truncated) = tokio::task::spawn_blocking(move || {
+            let (lines, truncated) = super::on_files(ctx, move |files| {
                 let mut lines = Vec::new();
-                for (path, rel) in walk(&start) {
-                    if filter.as_deref().is_some_and(|g| !glob_match(g, &rel)) {
+                for (at, rel) in walk(files, &start) {
+                    if filter.as_ref().is_some_and(|g| !g.matches(&rel)) {
                         continue;
                     }
-                    if path
-                        .metadata()
-                        .map_or(true, |m| m.len() > MAX_GREP_FILE_BYTES)
-                    {
-                        continue;
-                    }
-                    let Ok(bytes) = std::fs::read(&path) else {
+                    let Ok((bytes, _)) = files.read_stamped(&at, MAX_GREP_FILE_BYTES) else {
                         continue;
                     };
                     if bytes.iter().take(8192).any(|b| *b == 0) {
@@ -222,41 +204,17 @@ impl ToolHandler for FsGrep {
                     for (number, line) in text.lines().enumerate() {
                         if regex.is_match(line) {
                             if lines.len() == max {
-                                return (lines, true);
+                                return Ok((lines, true));
                             }
                             lines.push(format!("{rel}:{}:{line}", number + 1));
                         }
                     }
                 }
-                (lines, false)
+                Ok((lines, false))
             })
             .await
             .unwrap_or_default();
             ToolOutcome::ok(json!({"matches": lines, "truncated": truncated}))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn glob_table() {
-        let table = [
-            ("*.rs", "main.rs", true),
-            ("*.rs", "src/main.rs", false),
-            ("**/*.rs", "src/main.rs", true),
-            ("**/*.rs", "main.rs", true),
-            ("src/**", "src/a/b/c.txt", true),
-            ("src/*/c.txt", "src/a/c.txt", true),
-            ("src/*/c.txt", "src/a/b/c.txt", false),
-            ("?.md", "a.md", true),
-            ("?.md", "ab.md", false),
-            ("docs/**/index.html", "docs/index.html", true),
-        ];
-        for (pattern, path, expected) in table {
-            assert_eq!(glob_match(pattern, path), expected, "{pattern} vs {path}");
-        }
     }
 }

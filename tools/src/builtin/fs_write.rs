@@ -2,8 +2,6 @@
 //! `fs_read` of it in this conversation, unchanged since. Written to a temporary file and
 //! renamed, so a crash never leaves half a file.
 
-use std::path::Path;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -11,7 +9,7 @@ use steward_events::ToolOutcome;
 
 use crate::context::ExecutionContext;
 use crate::contract::ToolContract;
-use crate::files::FileStamp;
+use crate::files::{FileStamp, Located};
 use crate::handler::{ToolFuture, ToolHandler};
 
 pub(super) fn contract() -> ToolContract {
@@ -49,20 +47,20 @@ impl ToolHandler for FsWrite {
                 Err(refused) => return refused,
             };
             let (requested, content) = (requested.as_str(), content.as_str());
-            let path = match ctx.files.resolve(requested) {
-                Ok(path) => path,
+            let at = match ctx.files.resolve(requested) {
+                Ok(at) => at,
                 Err(reason) => return ToolOutcome::error(reason),
             };
-            if let Err(reason) = ctx.files.check_write(&ctx.trajectory, &path) {
+            if let Err(reason) = ctx.files.check_write(&ctx.trajectory, &at) {
                 return ToolOutcome::error(reason);
             }
-            let created = !path.exists();
-            if let Err(e) = write_atomically(&path, content.as_bytes()).await {
-                return ToolOutcome::error(format!("cannot write {}: {e}", path.display()));
-            }
-            remember(ctx, &path, content.as_bytes());
+            let bytes = content.as_bytes().to_vec();
+            let created = match write(ctx, &at, bytes).await {
+                Ok(created) => created,
+                Err(reason) => return ToolOutcome::error(reason),
+            };
             ToolOutcome::ok(json!({
-                "path": path.display().to_string(),
+                "path": at.path().display().to_string(),
                 "bytes": content.len(),
                 "created": created,
             }))
@@ -70,27 +68,21 @@ impl ToolHandler for FsWrite {
     }
 }
 
-/// Writes `bytes` next to `path` and renames over it; creates missing parent directories.
-pub(super) async fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.steward-{}.tmp", std::process::id()));
-    tokio::fs::write(&temp, bytes).await?;
-    if let Err(e) = tokio::fs::rename(&temp, path).await {
-        let _ = tokio::fs::remove_file(&temp).await;
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// After a write the model knows the content: it counts as read.
-pub(super) fn remember(ctx: &ExecutionContext, path: &Path, bytes: &[u8]) {
-    if let Ok(stamp) = FileStamp::of_bytes(path, bytes) {
-        ctx.files.record_read(&ctx.trajectory, path, stamp);
-    }
+/// Writes `bytes` to `at` atomically (beneath its root, see `files::beneath`) and counts
+/// the result as read: after a write the model knows the content. Whether the file is new.
+pub(super) async fn write(
+    ctx: &ExecutionContext,
+    at: &Located,
+    bytes: Vec<u8>,
+) -> Result<bool, String> {
+    let target = at.clone();
+    let (created, stamp) = super::on_files(ctx, move |files| {
+        let describe = |e: std::io::Error| format!("cannot write {}: {e}", target.path().display());
+        let created = files.write_atomically(&target, &bytes).map_err(describe)?;
+        let modified = files.metadata(&target).map_err(describe)?.modified().ok();
+        Ok((created, FileStamp::new(&bytes, modified)))
+    })
+    .await?;
+    ctx.files.record_read(&ctx.trajectory, at, stamp);
+    Ok(created)
 }

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use steward_events::{ToolOutcome, ToolStatus};
 
 use crate::context::ExecutionContext;
-use crate::contract::{Concurrency, SideEffect, ToolContract};
+use crate::contract::{Applies, Concurrency, SideEffect, ToolContract};
 use crate::handler::{ToolFuture, ToolHandler};
 
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -37,6 +37,10 @@ crate::args::schema::<HttpArgs>(),
 .hint("http api post get webhook url request")
 .budget(100 * 1024)
 .in_lane(true)
+// Whatever a server answers is its words, whatever the method; a request to a host the
+// owner has not trusted can carry what the step read (in the URL, even for a GET).
+.returns_untrusted(Applies::Always)
+.sends_out(Applies::PerCall)
 }
 
 #[derive(Clone, Copy, Deserialize, JsonSchema)]
@@ -64,7 +68,37 @@ struct HttpArgs {
 }
 
 pub(crate) struct HttpRequest {
-    pub allow_hosts: Vec<String>,
+    pub hosts: HttpHosts,
+}
+
+/// `[tools.http]`: which hosts the HTTP tools may reach, and which may hear from a tainted
+/// step without asking.
+#[derive(Clone, Debug, Default)]
+pub struct HttpHosts {
+    /// Reachable although they resolve to loopback or private addresses.
+    pub allow: Vec<String>,
+    /// The owner's own services: a request to one is not "sending out".
+    pub trusted: Vec<String>,
+}
+
+/// Whether `url` names a host (or host:port) of `hosts`; a URL that does not parse names
+/// none.
+fn names_one_of(url: &str, hosts: &[String]) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    let host = host.trim_matches(['[', ']']);
+    hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(host) || *h == format!("{host}:{port}"))
+}
+
+/// Whether a request to `url` goes to someone the owner has not trusted.
+pub(crate) fn sends_out(url: &str, hosts: &HttpHosts) -> bool {
+    !names_one_of(url, &hosts.trusted)
 }
 
 /// A GET or HEAD; anything that does not parse counts as acting.
@@ -117,9 +151,10 @@ impl HttpRequest {
             .to_owned();
         let port = url.port_or_known_default().ok_or("the URL has no port")?;
         let allowed = self
-            .allow_hosts
+            .hosts
+            .allow
             .iter()
-            .any(|h| *h == host || *h == format!("{host}:{port}"));
+            .any(|h| h.eq_ignore_ascii_case(&host) || *h == format!("{host}:{port}"));
         let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
             .await
             .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -148,6 +183,12 @@ impl ToolHandler for HttpRequest {
 
     fn concurrency_safe_for(&self, args: &Value) -> bool {
         is_read(args)
+    }
+
+    fn sends_out_for(&self, args: &Value) -> bool {
+        crate::args::parse::<HttpArgs>(args)
+            .ok()
+            .is_none_or(|args| sends_out(&args.url, &self.hosts))
     }
 
     fn call<'a>(&'a self, args: &'a Value, ctx: &'a ExecutionContext) -> ToolFuture<'a> {
@@ -230,6 +271,7 @@ impl HttpRequest {
                 content,
                 hint: (status.as_u16() == 429 || status.is_server_error())
                     .then(|| "the server is overloaded or failing: retry later (a Retry-After header, if any, says when)".to_owned()),
+                untrusted: false,
             });
         }
         Err(format!("more than {MAX_REDIRECTS} redirects"))

@@ -15,27 +15,52 @@ mod sleep;
 pub(crate) mod tool_search;
 mod web_fetch;
 
-pub use fs_search::glob_match;
 pub use memory::register_memory;
 pub use tool_search::unwrap_call_tool;
 
+use crate::context::ExecutionContext;
 use crate::registry::ToolRegistryBuilder;
 
-/// Adds `http_request` and `web_fetch`; `allow_hosts` may be reached even on internal addresses.
-pub fn register_http(
-    builder: ToolRegistryBuilder,
-    allow_hosts: Vec<String>,
-) -> ToolRegistryBuilder {
+/// Runs file work off the async threads (reads and writes block).
+async fn on_files<T: Send + 'static>(
+    ctx: &ExecutionContext,
+    work: impl FnOnce(&crate::files::FileAccess) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let files = ctx.files.clone();
+    tokio::task::spawn_blocking(move || work(&files))
+        .await
+        .unwrap_or_else(|e| Err(format!("the file operation failed: {e}")))
+}
+
+/// Whether a file tool's call reads under an untrusted or watched folder (its `path`, the
+/// workspace when absent). A path that does not resolve reads nothing.
+fn reads_untrusted(args: &serde_json::Value, ctx: &ExecutionContext) -> bool {
+    #[derive(serde::Deserialize)]
+    struct PathOnly {
+        path: Option<String>,
+    }
+    let Ok(PathOnly { path }) = serde::Deserialize::deserialize(args) else {
+        return false;
+    };
+    ctx.files
+        .resolve(path.as_deref().unwrap_or("."))
+        .is_ok_and(|at| ctx.files.touches_untrusted(&at))
+}
+
+pub use http_request::HttpHosts;
+
+/// Adds `http_request` and `web_fetch`, reaching and trusting the hosts `hosts` names.
+pub fn register_http(builder: ToolRegistryBuilder, hosts: HttpHosts) -> ToolRegistryBuilder {
     builder
         .register(
             http_request::contract(),
             http_request::HttpRequest {
-                allow_hosts: allow_hosts.clone(),
+                hosts: hosts.clone(),
             },
         )
         .register(
             web_fetch::contract(),
-            web_fetch::WebFetch(http_request::HttpRequest { allow_hosts }),
+            web_fetch::WebFetch(http_request::HttpRequest { hosts }),
         )
 }
 

@@ -21,7 +21,7 @@ use steward_events::{ToolOutcome, ToolStatus};
 use tokio::io::AsyncReadExt;
 
 use crate::context::ExecutionContext;
-use crate::contract::ToolContract;
+use crate::contract::{Applies, ToolContract};
 use crate::handler::{Safety, ToolFuture, ToolHandler};
 use crate::safety::{CommandTier, ShellContext, classify_shell};
 
@@ -46,6 +46,9 @@ crate::args::schema::<ShellArgs>(),
 .guidance("Destructive commands (rm, force pushes, installs) need the owner's confirmation; some are blocked outright.")
 .hint("bash run execute command terminal")
 .budget(100 * 1024)
+// A command can read anything the sandbox lets it: once some folders hold others' words
+// (watched or untrusted roots), its output may be theirs.
+.returns_untrusted(Applies::PerCall)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -84,6 +87,10 @@ fn shell_context(ctx: &ExecutionContext) -> ShellContext {
 }
 
 impl ToolHandler for Shell {
+    fn returns_untrusted_for(&self, _args: &Value, ctx: &ExecutionContext) -> bool {
+        ctx.files.has_untrusted()
+    }
+
     fn safety(&self, args: &Value, ctx: &ExecutionContext) -> Safety {
         // Arguments that do not parse never run: nothing to classify.
         let Ok(ShellArgs { command, .. }) = crate::args::parse::<ShellArgs>(args) else {
@@ -212,6 +219,7 @@ impl ToolHandler for Shell {
                 },
                 content,
                 hint: hint.map(str::to_owned),
+                untrusted: false,
             }
         })
     }

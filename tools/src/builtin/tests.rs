@@ -77,6 +77,7 @@ fn every_non_idempotent_or_system_changing_tool_asks_under_the_default_policy() 
             mode: crate::policy::Mode::Normal,
             in_lane: false,
             step_trust,
+            sends_out: false,
             rules: &[],
         })
     };
@@ -230,6 +231,8 @@ fn probe_contract(name: &str, concurrency: Concurrency) -> ToolContract {
         result_budget: 100,
         disableable: true,
         allowed_in_lane: true,
+        returns_untrusted: crate::contract::Applies::Never,
+        sends_out: crate::contract::Applies::Never,
     }
 }
 

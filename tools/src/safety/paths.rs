@@ -5,6 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::ShellContext;
+use crate::files::lexical;
 
 /// Directories whose loss ruins the machine or the user's account.
 const SYSTEM_DIRS: [&str; 22] = [
@@ -188,21 +189,6 @@ pub fn is_secret(text: &str, ctx: &ShellContext) -> bool {
                 .iter()
                 .any(|s| path.starts_with(home.join(s)))
         })
-}
-
-/// `path` with `.`, `..` and doubled slashes resolved without the file system.
-fn lexical(path: &Path) -> PathBuf {
-    let mut normal = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
-    normal
 }
 
 pub fn inside_roots(path: &Path, ctx: &ShellContext) -> bool {

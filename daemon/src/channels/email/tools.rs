@@ -1,5 +1,5 @@
 //! The `email_*` tools (group `email`): search and read the mailbox (read-only; what they
-//! return is someone else's words, so results are marked untrusted and taint the step), and
+//! return is someone else's words, so their contract marks the results untrusted, which taints the step), and
 //! send or reply (not idempotent: two-phase confirmation by default). A sent message's
 //! Message-ID derives from the call's ledger key, so the same call is the same message:
 //! after a crash, reconciliation looks for it in Sent (see `super::reconcile`).
@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use steward_events::ToolOutcome;
-use steward_tools::{ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder};
+use steward_tools::{
+    Applies, ExecutionContext, ToolContract, ToolFuture, ToolHandler, ToolRegistryBuilder,
+};
 
 use super::account::bounded;
 use super::outbound::{Outgoing, Parent};
@@ -82,22 +84,30 @@ pub fn register(builder: ToolRegistryBuilder, parts: &EmailHandle) -> ToolRegist
         "email_search",
         "Search the mailbox; newest first. Returns uid, from, subject, date and message_id of each match.",
         steward_tools::args::schema::<SearchArgs>(),
-    ));
-    let read = email_tool(ToolContract::read_only(
-        "email_read",
-        "Read one message by uid (from email_search): headers, text body, attachment names.",
-        steward_tools::args::schema::<ReadArgs>(),
-    ));
-    let send = email_tool(ToolContract::write(
-        "email_send",
-        "Send a new email (plain text) from the assistant's address. Asks the owner first.",
-        steward_tools::args::schema::<SendArgs>(),
-    ));
+    )
+    .returns_untrusted(Applies::Always));
+    let read = email_tool(
+        ToolContract::read_only(
+            "email_read",
+            "Read one message by uid (from email_search): headers, text body, attachment names.",
+            steward_tools::args::schema::<ReadArgs>(),
+        )
+        .returns_untrusted(Applies::Always),
+    );
+    let send = email_tool(
+        ToolContract::write(
+            "email_send",
+            "Send a new email (plain text) from the assistant's address. Asks the owner first.",
+            steward_tools::args::schema::<SendArgs>(),
+        )
+        .sends_out(Applies::Always),
+    );
     let reply = email_tool(ToolContract::write(
         "email_reply",
         "Reply in the thread of a message in the mailbox (to its sender; `all` adds the other recipients). Asks the owner first.",
         steward_tools::args::schema::<ReplyArgs>(),
-    ));
+    )
+    .sends_out(Applies::Always));
     let tool = |op| EmailTool {
         op,
         parts: parts.clone(),
@@ -205,7 +215,7 @@ impl EmailTool {
             found.sort_by(|a, b| b["uid"].as_u64().cmp(&a["uid"].as_u64()));
         }
         let _ = session.logout().await;
-        Ok(json!({"untrusted": true, "total": total, "messages": found}))
+        Ok(json!({"total": total, "messages": found}))
     }
 
     async fn fetch_one(
@@ -245,7 +255,6 @@ impl EmailTool {
         }
         let mail = parse::parse(&raw).map_err(|e| anyhow::anyhow!("message {uid}: {e}"))?;
         Ok(json!({
-            "untrusted": true,
             "uid": uid,
             "message_id": mail.message_id,
             "from": mail.from,

@@ -24,7 +24,7 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode, Watcher};
 use steward_config::WatchConfig;
 use steward_events::{Event, FileChange, Payload, Sender, Source, Trust};
-use steward_tools::builtin::glob_match;
+use steward_tools::glob::Globs;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -59,10 +59,18 @@ const DEFAULT_EXCLUDES: [&str; 11] = [
 
 /// Runs one watch until it is stopped (see the module docs).
 pub async fn run(config: WatchConfig, cx: ChannelContext) {
-    let watch = Watch { config, cx };
+    let patterns = Patterns::of(&config);
+    let watch = Watch {
+        config,
+        cx,
+        patterns,
+    };
     watch
         .cx
         .keep_up(MAX_BACKOFF, || async {
+            if let Err(bad) = &watch.patterns {
+                return Err(Down::Failed(bad.clone()));
+            }
             match watch.watch_once().await {
                 Ended::PathMissing => Err(Down::Waiting {
                     detail: format!("waiting for {}", watch.config.path.display()),
@@ -77,6 +85,30 @@ pub async fn run(config: WatchConfig, cx: ChannelContext) {
 struct Watch {
     config: WatchConfig,
     cx: ChannelContext,
+    /// The include and exclude globs compiled once; why not, when one is not a glob (the
+    /// config check refuses such a watch before it gets here).
+    patterns: Result<Patterns, String>,
+}
+
+/// Which changed paths a watch reports.
+struct Patterns {
+    include: Globs,
+    /// The defaults and the configured ones.
+    exclude: Globs,
+}
+
+impl Patterns {
+    fn of(config: &WatchConfig) -> Result<Self, String> {
+        let exclude: Vec<&str> = DEFAULT_EXCLUDES
+            .iter()
+            .copied()
+            .chain(config.exclude.iter().map(String::as_str))
+            .collect();
+        Ok(Self {
+            include: Globs::new(&config.include).map_err(|e| format!("include: {e}"))?,
+            exclude: Globs::new(&exclude).map_err(|e| format!("exclude: {e}"))?,
+        })
+    }
 }
 
 enum Raw {
@@ -183,18 +215,11 @@ impl Watch {
     }
 
     fn wanted(&self, relative: &str) -> bool {
-        let excluded = DEFAULT_EXCLUDES
-            .iter()
-            .copied()
-            .chain(self.config.exclude.iter().map(String::as_str))
-            .any(|pattern| glob_match(pattern, relative));
-        let included = self.config.include.is_empty()
-            || self
-                .config
-                .include
-                .iter()
-                .any(|pattern| glob_match(pattern, relative));
-        included && !excluded
+        let Ok(patterns) = &self.patterns else {
+            return false;
+        };
+        (patterns.include.is_empty() || patterns.include.matches(relative))
+            && !patterns.exclude.matches(relative)
     }
 
     async fn emit(&self, batch: Batch) -> Result<(), crate::store::StoreError> {
@@ -325,18 +350,20 @@ mod tests {
     use super::*;
 
     fn watch(include: &[&str], exclude: &[&str]) -> Watch {
+        let config = WatchConfig {
+            name: "w".into(),
+            path: PathBuf::from("/watched"),
+            recursive: true,
+            include: include.iter().map(|s| s.to_string()).collect(),
+            exclude: exclude.iter().map(|s| s.to_string()).collect(),
+            events: vec!["create".into(), "modify".into()],
+            debounce: Duration::from_millis(10),
+            text: "t".into(),
+            urgency: steward_events::Urgency::Queue,
+        };
         Watch {
-            config: WatchConfig {
-                name: "w".into(),
-                path: PathBuf::from("/watched"),
-                recursive: true,
-                include: include.iter().map(|s| s.to_string()).collect(),
-                exclude: exclude.iter().map(|s| s.to_string()).collect(),
-                events: vec!["create".into(), "modify".into()],
-                debounce: Duration::from_millis(10),
-                text: "t".into(),
-                urgency: steward_events::Urgency::Queue,
-            },
+            patterns: Patterns::of(&config),
+            config,
             cx: ChannelContext::for_tests("watch:w"),
         }
     }

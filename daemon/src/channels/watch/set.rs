@@ -15,6 +15,8 @@ use crate::supervisor::Supervisor;
 use steward_config::WatchConfig;
 use steward_events::Urgency;
 use steward_protocol::WatchRow;
+use steward_tools::files::FileAccess;
+use steward_tools::glob::Globs;
 
 /// How long start-up waits for the watches to be watching (or to know why not).
 const START_WAIT: Duration = Duration::from_secs(5);
@@ -59,6 +61,8 @@ fn config_of(row: &WatchRow) -> Result<WatchConfig, String> {
     if matches!(row.urgency, Some(Urgency::Cancel)) {
         return Err("a watch's urgency is queue or parallel".into());
     }
+    Globs::new(&row.include).map_err(|e| format!("include: {e}"))?;
+    Globs::new(&row.exclude).map_err(|e| format!("exclude: {e}"))?;
     Ok(WatchConfig {
         name: row.name.clone(),
         path: row.path.clone(),
@@ -113,6 +117,9 @@ pub struct WatchSet {
 struct Inner {
     tree: sled::Tree,
     status: Arc<StatusBoard>,
+    /// Told the watched folders whenever they change: files there are others' words, and
+    /// reading them taints a step.
+    files: Arc<FileAccess>,
     /// Set by [`WatchSet::start`]: watches run as the supervisor's channels.
     supervisor: OnceLock<Supervisor>,
     /// The watches started, by name.
@@ -126,11 +133,12 @@ impl std::fmt::Debug for WatchSet {
 }
 
 impl WatchSet {
-    pub fn new(tree: sled::Tree, status: Arc<StatusBoard>) -> Self {
+    pub fn new(tree: sled::Tree, status: Arc<StatusBoard>, files: Arc<FileAccess>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 tree,
                 status,
+                files,
                 supervisor: OnceLock::new(),
                 running: Mutex::new(BTreeMap::new()),
             }),
@@ -175,16 +183,27 @@ impl WatchSet {
         let supervisor = self.inner.supervisor.get()?;
         let settled = supervisor.start(&channel_name(&row.name), move |cx| super::run(config, cx));
         self.running().insert(row.name.clone(), row);
+        self.tell_files();
         Some(settled)
     }
 
     /// Stops one watch (not waiting for it) and forgets it.
     fn halt(&self, name: &str) {
         self.running().remove(name);
+        self.tell_files();
         match self.inner.supervisor.get() {
             Some(supervisor) => supervisor.cancel(&channel_name(name)),
             None => self.inner.status.remove_channel(&channel_name(name)),
         }
+    }
+
+    fn tell_files(&self) {
+        let folders: Vec<std::path::PathBuf> = self
+            .running()
+            .values()
+            .map(|row| row.path.clone())
+            .collect();
+        self.inner.files.set_watched(&folders);
     }
 
     /// Brings the config's watches in line with a reloaded file: removed or changed ones
