@@ -199,7 +199,7 @@ pub(crate) struct RawTools {
 pub(crate) struct RawShell {
     /// "landlock" (the default: every command confined by the kernel) or "none".
     pub sandbox: Option<Spanned<String>>,
-    /// Let sandboxed commands open TCP connections (default false).
+    /// Let sandboxed commands open IPv4/IPv6 sockets (default false; Unix sockets never).
     pub network: bool,
 }
 

@@ -106,6 +106,39 @@ fn a_confined_command_cannot_read_secrets_write_outside_or_connect() {
     assert!(listener.accept().is_err(), "nothing reached the listener");
 }
 
+/// A datagram to a UDP socket the test holds on 127.0.0.1, and a connect (nothing sent) to
+/// the daemon's own control socket: what each probe printed, and whether the datagram came.
+fn socket_probes(probes: &Probes) -> (String, String, bool) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let port = udp.local_addr().unwrap().port();
+    let sent = probes.run(&format!(
+        "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'probe', ('127.0.0.1', {port})); print('sent')\""
+    ));
+    let mut buffer = [0u8; 16];
+    let arrived = udp
+        .recv(&mut buffer)
+        .is_ok_and(|n| &buffer[..n] == b"probe");
+    let reached = probes.run(&format!(
+        "python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{}'); print('reached')\"",
+        probes.daemon.socket().display()
+    ));
+    (text(&sent), text(&reached), arrived)
+}
+
+/// Landlock covers neither UDP nor a connect to a named Unix socket: without the socket
+/// filter a confined command could send datagrams out and drive the daemon's control socket.
+#[test]
+fn a_confined_command_can_neither_send_udp_nor_reach_the_control_socket() {
+    let probes = Probes::start("landlock");
+    let (sent, reached, arrived) = socket_probes(&probes);
+    assert!(!arrived, "no datagram left the sandbox: {sent}");
+    assert!(sent.contains("Operation not permitted"), "{sent}");
+    assert!(!reached.contains("reached\n"), "{reached}");
+    assert!(reached.contains("Operation not permitted"), "{reached}");
+}
+
 #[test]
 fn without_the_sandbox_the_same_probes_succeed() {
     let probes = Probes::start("none");
@@ -125,6 +158,9 @@ fn without_the_sandbox_the_same_probes_succeed() {
     );
     let connected = probes.run(&connect);
     assert!(text(&connected).contains("connected"), "{connected}");
+    let (sent, reached, arrived) = socket_probes(&probes);
+    assert!(arrived, "the datagram arrives unconfined: {sent}");
+    assert!(reached.contains("reached"), "{reached}");
 }
 
 #[test]

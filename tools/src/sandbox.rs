@@ -12,9 +12,16 @@
 //!   Landlock only grants, so "all but these" is built as grants on every sibling along the
 //!   way to each denied path (a few dozen rules); symbolic links met on the way are not
 //!   followed (a link to a denied place grants nothing).
-//! - Network: no TCP bind or connect unless `tools.shell.network = true` (Landlock TCP rules;
-//!   UDP and Unix sockets are not covered by this kernel's Landlock). Signals and abstract
-//!   Unix sockets outside the sandbox are scoped away, so a command cannot signal the daemon.
+//! - Network: no TCP bind or connect unless `tools.shell.network = true` (Landlock TCP rules),
+//!   and — since Landlock does not cover UDP, raw, netlink or named Unix sockets — a seccomp
+//!   filter that refuses `socket()` (`EPERM`) for every family without network, and for all
+//!   but IPv4/IPv6 with it. Named Unix sockets matter: Landlock does not stop a `connect` to
+//!   one, so without the filter a command could reach the daemon's own control socket (and
+//!   confirm its own pending actions), the Docker socket or D-Bus; a probe showed both that
+//!   and a UDP datagram leaving. `socketpair` stays (it reaches nothing outside), and
+//!   `io_uring_setup` is refused (its operations could open sockets past the filter).
+//!   Signals and abstract Unix sockets outside the sandbox are scoped away by Landlock, so a
+//!   command cannot signal the daemon.
 //! - Limits: CPU time (the timeout plus a margin), file size (4 GiB), no core dumps; no new
 //!   privileges (set by Landlock's `restrict_self`). The command runs in its own process group,
 //!   which the tool kills whole on cancel or timeout.
@@ -99,6 +106,7 @@ pub fn confine(spec: &SandboxSpec) -> Result<Enforcement, String> {
         )?;
     }
     let status = created.restrict_self().map_err(|e| e.to_string())?;
+    restrict_sockets(spec.network)?;
     Ok(match status.ruleset {
         RulesetStatus::FullyEnforced => Enforcement::Full,
         RulesetStatus::PartiallyEnforced => Enforcement::Partial(format!(
@@ -109,6 +117,54 @@ pub fn confine(spec: &SandboxSpec) -> Result<Enforcement, String> {
             Enforcement::Unavailable("this kernel does not enforce Landlock".into())
         }
     })
+}
+
+/// Installs the socket filter (see the module docs). Fails closed: an error means the
+/// command does not run.
+fn restrict_sockets(network: bool) -> Result<(), String> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let failed = |e: seccompiler::BackendError| format!("cannot build the socket filter: {e}");
+    let refused = if network {
+        let not = |family: i32| {
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+        };
+        vec![
+            SeccompRule::new(vec![
+                not(libc::AF_INET).map_err(failed)?,
+                not(libc::AF_INET6).map_err(failed)?,
+            ])
+            .map_err(failed)?,
+        ]
+    } else {
+        Vec::new() // no conditions: every call
+    };
+    let mut rules = std::collections::BTreeMap::new();
+    rules.insert(libc::SYS_socket, refused.clone());
+    rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    // The x32 ABI shares x86_64's audit arch: its numbers carry bit 30.
+    #[cfg(target_arch = "x86_64")]
+    {
+        const X32: i64 = 0x4000_0000;
+        rules.insert(X32 | libc::SYS_socket, refused);
+        rules.insert(X32 | libc::SYS_io_uring_setup, Vec::new());
+    }
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| format!("no socket filter for this CPU: {e}"))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(failed)?;
+    let program: BpfProgram = filter.try_into().map_err(failed)?;
+    rustix::thread::set_no_new_privs(true).map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    seccompiler::apply_filter(&program)
+        .map_err(|e| format!("cannot install the socket filter: {e}"))
 }
 
 /// Adds a grant for `path` if it exists (a missing path grants nothing and is no error).
