@@ -266,7 +266,7 @@ pub struct ShellConfig {
     /// `tools.shell.sandbox`: confined by Landlock (default) or not at all (`"none"`, only
     /// when written so).
     pub sandbox: ShellSandbox,
-    /// `tools.shell.network`: sandboxed commands may open TCP connections.
+    /// `tools.shell.network`: sandboxed commands may open IPv4/IPv6 sockets (never Unix ones).
     pub network: bool,
 }
 

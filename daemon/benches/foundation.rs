@@ -58,6 +58,7 @@ fn start_core() -> Running {
         store,
         dir.path().to_owned(),
         dir.path().join("workspace"),
+        None,
     )
     .unwrap();
     let shutdown = CancellationToken::new();

@@ -33,7 +33,7 @@ fn main() {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let spec = steward_tools::sandbox::SandboxSpec {
         write: vec![workspace.path().to_owned()],
-        deny_read: steward_tools::sandbox::denied_paths(data.path(), None, home.as_deref()),
+        deny_read: steward_tools::sandbox::denied_paths(data.path(), None, home.as_deref(), &[]),
         network: false,
         cpu_secs: 65,
     };

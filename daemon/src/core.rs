@@ -122,14 +122,20 @@ fn registry(
 
 /// The shell sandbox as configured, with what the kernel enforces (probed once, here, by
 /// running the launcher); `None` when the owner chose `tools.shell.sandbox = "none"`.
-fn shell_sandbox(config: &Config, data_dir: &std::path::Path) -> Option<builtin::ShellSandbox> {
+fn shell_sandbox(
+    config: &Config,
+    data_dir: &std::path::Path,
+    config_file: Option<&std::path::Path>,
+    roots: &[PathBuf],
+) -> Option<builtin::ShellSandbox> {
     if config.tools.shell.sandbox == steward_config::ShellSandbox::None {
         warn!("tools.shell.sandbox = \"none\": shell commands run unconfined");
         return None;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let config_dir =
-        crate::paths::default_config_path().and_then(|p| p.parent().map(PathBuf::from));
+    let config_file = config_file
+        .and_then(|file| std::path::absolute(file).ok())
+        .or_else(crate::paths::default_config_path);
     let launcher = std::env::current_exe();
     let available = match &launcher {
         Ok(launcher) => steward_tools::sandbox::run_probe(launcher).map(|_| ()),
@@ -142,8 +148,9 @@ fn shell_sandbox(config: &Config, data_dir: &std::path::Path) -> Option<builtin:
         launcher: launcher.unwrap_or_default(),
         deny_read: steward_tools::sandbox::denied_paths(
             data_dir,
-            config_dir.as_deref(),
+            config_file.as_deref(),
             home.as_deref(),
+            roots,
         ),
         network: config.tools.shell.network,
         available,
@@ -204,7 +211,7 @@ pub fn check(config: &Config) -> anyhow::Result<()> {
         let workspace = scratch.join("workspace");
         create_private_dir(&workspace)?;
         let store = Store::open(&scratch.join("db"))?;
-        Core::build(config, store, scratch.clone(), workspace)?;
+        Core::build(config, store, scratch.clone(), workspace, None)?;
         read_route_secrets(config)?;
         Ok(())
     })();
@@ -243,11 +250,14 @@ pub struct Core {
 }
 
 impl Core {
+    /// `config_file`: where `config` was read from (its file and folder are kept from shell
+    /// commands); `None` for the default place.
     pub fn build(
         config: &Config,
         store: Store,
         data_dir: PathBuf,
         workspace: PathBuf,
+        config_file: Option<&std::path::Path>,
     ) -> anyhow::Result<Self> {
         check_features(config)?;
         owner_zone(config)?;
@@ -278,7 +288,7 @@ impl Core {
             changed: Arc::default(),
             default_zone: owner_zone_name(config),
         };
-        let shell = shell_sandbox(config, &data_dir);
+        let shell = shell_sandbox(config, &data_dir, config_file, files.roots());
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
         status.set_shell_sandbox(&match &shell {
             None => "none (tools.shell.sandbox = \"none\")".to_owned(),
@@ -616,7 +626,7 @@ mod tests {
         let workspace = dir.path().join("workspace");
         std::fs::create_dir_all(&workspace).expect("a workspace");
         let store = Store::open(&dir.path().join("db")).expect("a store");
-        let core = Core::build(&config, store, dir.path().to_path_buf(), workspace)
+        let core = Core::build(&config, store, dir.path().to_path_buf(), workspace, None)
             .expect("the config builds");
         let server: steward_config::McpServerConfig = Config::from_toml(
             "[[mcp.servers]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n",

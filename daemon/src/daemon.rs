@@ -40,7 +40,13 @@ pub async fn run(
     create_private_dir(&workspace)?;
     let store = Store::open(&data_dir.join("db"))
         .with_context(|| format!("cannot open the database in {}", data_dir.display()))?;
-    let mut core = Core::build(&config, store.clone(), data_dir.clone(), workspace)?;
+    let mut core = Core::build(
+        &config,
+        store.clone(),
+        data_dir.clone(),
+        workspace,
+        config_path.as_deref(),
+    )?;
     report_interrupted_actions(&core.inbox, std::mem::take(&mut core.interrupted_actions)).await?;
 
     let shutdown = CancellationToken::new();

@@ -20,15 +20,35 @@ struct Probes {
 
 impl Probes {
     fn start(sandbox: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_with_config_at(sandbox, dir, None)
+    }
+
+    /// With the config file in `folder` (beside a fake token) instead of the data dir: the
+    /// data dir's `config.toml`, which the daemon is started with, links to it.
+    fn start_with_config_at(
+        sandbox: &str,
+        dir: tempfile::TempDir,
+        folder: Option<&std::path::Path>,
+    ) -> Self {
         let home = tempfile::tempdir().unwrap();
         std::fs::create_dir(home.path().join(".ssh")).unwrap();
         std::fs::write(home.path().join(".ssh/id_ed25519"), FAKE_KEY).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("config.toml"),
-            format!("[tools]\nprofile = \"coding\"\n\n[tools.shell]\nsandbox = \"{sandbox}\"\n"),
-        )
-        .unwrap();
+        let config = format!(
+            "[tools]\nprofile = \"coding\"\n\n[tools.shell]\nsandbox = \"{sandbox}\"\n# FAKE CONFIG SECRET\n"
+        );
+        match folder {
+            None => std::fs::write(dir.path().join("config.toml"), config).unwrap(),
+            Some(folder) => {
+                std::fs::write(folder.join("config.toml"), config).unwrap();
+                std::fs::write(folder.join("token"), "FAKE TOKEN SECRET").unwrap();
+                std::os::unix::fs::symlink(
+                    folder.join("config.toml"),
+                    dir.path().join("config.toml"),
+                )
+                .unwrap();
+            }
+        }
         let home_text = home.path().display().to_string();
         let daemon = TestDaemon::start_in_with_env(dir, &[("HOME", home_text.as_str())]);
         Self { daemon, home }
@@ -137,6 +157,33 @@ fn a_confined_command_can_neither_send_udp_nor_reach_the_control_socket() {
     assert!(sent.contains("Operation not permitted"), "{sent}");
     assert!(!reached.contains("reached\n"), "{reached}");
     assert!(reached.contains("Operation not permitted"), "{reached}");
+}
+
+/// `cat` of the config file and of a token beside it, with the config in its own folder
+/// outside the data dir (as `--config /etc/steward/config.toml` would be).
+fn config_probe(sandbox: &str) -> String {
+    let folder = tempfile::tempdir().unwrap();
+    let probes =
+        Probes::start_with_config_at(sandbox, tempfile::tempdir().unwrap(), Some(folder.path()));
+    let read = probes.run(&format!(
+        "cat {0}/config.toml {0}/token",
+        folder.path().display()
+    ));
+    text(&read)
+}
+
+#[test]
+fn the_config_file_and_its_folder_are_hidden_wherever_they_are() {
+    let confined = config_probe("landlock");
+    assert!(
+        !confined.contains("FAKE CONFIG SECRET") && !confined.contains("FAKE TOKEN SECRET"),
+        "{confined}"
+    );
+    let open = config_probe("none");
+    assert!(
+        open.contains("FAKE CONFIG SECRET") && open.contains("FAKE TOKEN SECRET"),
+        "the positive control: {open}"
+    );
 }
 
 #[test]

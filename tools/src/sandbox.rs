@@ -227,15 +227,29 @@ fn limits(spec: &SandboxSpec) -> Result<(), String> {
     set(Resource::Core, 0, "core dumps")
 }
 
-/// The paths a shell command must never read, for a daemon with this data dir and config
-/// dir: those two, the home's key and credential stores, systemd's credentials.
+/// The paths a shell command must never read, for a daemon with this data dir, config file
+/// and workspace roots: the data dir; the config file and its directory — unless that
+/// directory holds the home or a root (a config kept in `~` or in the workspace denies only
+/// itself); the home's key and credential stores; systemd's credentials.
 pub fn denied_paths(
     data_dir: &Path,
-    config_dir: Option<&Path>,
+    config_file: Option<&Path>,
     home: Option<&Path>,
+    roots: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut denied = vec![canonical(data_dir)];
-    denied.extend(config_dir.map(canonical));
+    if let Some(file) = config_file.map(canonical) {
+        let shared = |dir: &Path| {
+            home.map(canonical)
+                .into_iter()
+                .chain(roots.iter().map(|r| canonical(r)))
+                .any(|kept| kept.starts_with(dir))
+        };
+        if let Some(dir) = file.parent().filter(|dir| !shared(dir)) {
+            denied.push(dir.to_owned());
+        }
+        denied.push(file);
+    }
     if let Some(home) = home {
         denied.extend(
             crate::safety::SECRETS_IN_HOME
@@ -287,5 +301,41 @@ mod tests {
         trees.sort();
         // c/deep holds nothing but the denied c/deep/er, so nothing of it is granted.
         assert_eq!(trees, [root.join("a/keep"), root.join("b")]);
+    }
+
+    /// A config in its own folder hides the folder (tokens beside it); one kept in the home
+    /// or the workspace hides only itself, or the commands could not read their own work.
+    #[test]
+    fn the_config_hides_its_folder_only_when_the_folder_is_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (home, ws, own) = (
+            base.join("home"),
+            base.join("home/ws"),
+            base.join("etc/steward"),
+        );
+        for d in [&ws, &own] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let data = base.join("data");
+        let roots = [ws.clone()];
+        let table = [
+            (
+                own.join("config.toml"),
+                vec![own.clone(), own.join("config.toml")],
+            ),
+            (home.join("steward.toml"), vec![home.join("steward.toml")]),
+            (ws.join("steward.toml"), vec![ws.join("steward.toml")]),
+        ];
+        for (config, wanted) in table {
+            let denied = denied_paths(&data, Some(&config), Some(&home), &roots);
+            for path in &wanted {
+                assert!(denied.contains(path), "{}: {denied:?}", config.display());
+            }
+            assert!(
+                !denied.contains(&home) && !denied.contains(&ws),
+                "{denied:?}"
+            );
+        }
     }
 }

@@ -235,6 +235,7 @@ pub(crate) mod tests {
             store,
             dir.to_path_buf(),
             workspace,
+            None,
         )
         .expect("the default config builds")
         .shared()
