@@ -234,3 +234,57 @@ fn a_command_killed_at_its_timeout_takes_its_background_children_along() {
         .unwrap();
     assert_ends_soon(pid, "a background child outlived the timeout");
 }
+
+/// `python3 FORKS` as the unprivileged user `nobody` (the kernel does not hold root to
+/// RLIMIT_NPROC), confined by the launcher or not: how many children it could fork of the
+/// 1,000 it tried. The children only sleep for two seconds.
+#[cfg(test_as_root)]
+fn forks_as_nobody(confined: bool) -> usize {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.path().join("forks.py");
+    std::fs::write(
+        &script,
+        "import os, time\nn = 0\nfor i in range(1000):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\nprint('forked', n, flush=True)\n",
+    )
+    .unwrap();
+    let spec = serde_json::json!({"write": [dir.path()], "deny_read": [], "network": false, "cpu_secs": 20});
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    if confined {
+        command.args([
+            crate::support::BIN,
+            "__sandbox-exec",
+            &spec.to_string(),
+            "--",
+        ]);
+    }
+    let output = command
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    said.trim()
+        .strip_prefix("forked ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{output:?}"))
+}
+
+#[test]
+#[cfg_attr(
+    not(test_as_root),
+    ignore = "needs root: it runs the probe as the unprivileged user nobody"
+)]
+fn a_confined_command_cannot_start_processes_without_bound() {
+    #[cfg(test_as_root)]
+    {
+        let confined = forks_as_nobody(true);
+        assert!(
+            (10..1000).contains(&confined),
+            "stopped at the task limit: {confined}"
+        );
+        assert_eq!(forks_as_nobody(false), 1000, "the positive control");
+    }
+}

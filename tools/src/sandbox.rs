@@ -22,7 +22,8 @@
 //!   `io_uring_setup` is refused (its operations could open sockets past the filter).
 //!   Signals and abstract Unix sockets outside the sandbox are scoped away by Landlock, so a
 //!   command cannot signal the daemon.
-//! - Limits: CPU time (the timeout plus a margin), file size (4 GiB), no core dumps; no new
+//! - Limits: CPU time (the timeout plus a margin), file size (4 GiB), no core dumps, at most
+//!   512 tasks more than the machine runs when the command starts (`RLIMIT_NPROC`); no new
 //!   privileges (set by Landlock's `restrict_self`). The command runs in its own process group,
 //!   which the tool kills whole on cancel or timeout.
 //! - What is not enforced is said: a kernel without Landlock, or with an older ABI, is
@@ -224,7 +225,31 @@ fn limits(spec: &SandboxSpec) -> Result<(), String> {
     };
     set(Resource::Cpu, spec.cpu_secs.max(1), "CPU time")?;
     set(Resource::Fsize, 4 << 30, "file size")?;
-    set(Resource::Core, 0, "core dumps")
+    set(Resource::Core, 0, "core dumps")?;
+    // RLIMIT_NPROC counts every task of the user, not of the command: the tasks running on
+    // the whole machine now bound the user's, so this leaves the command at most
+    // EXTRA_TASKS more. (Root is not held to it by the kernel; the process group is still
+    // killed whole at the timeout.)
+    if let Some(running) = tasks_running() {
+        set(Resource::Nproc, running + EXTRA_TASKS, "processes")?;
+    }
+    Ok(())
+}
+
+/// Processes and threads a command may add to what its user runs (a build's compilers
+/// fit; a fork bomb stops there).
+const EXTRA_TASKS: u64 = 512;
+
+/// How many tasks the machine runs now (`/proc/loadavg`'s fourth field, `running/total`).
+fn tasks_running() -> Option<u64> {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+    loadavg
+        .split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .1
+        .parse()
+        .ok()
 }
 
 /// The paths a shell command must never read, for a daemon with this data dir, config file
