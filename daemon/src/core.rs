@@ -61,6 +61,21 @@ pub(crate) fn cron_specs(
         .collect()
 }
 
+/// The tools the config enables (`tools.profile`, `tools.allow`, `tools.deny`).
+fn selection(config: &Config) -> Selection {
+    let tools = &config.tools;
+    Selection {
+        profile: match tools.profile {
+            ToolProfile::Minimal => Profile::Minimal,
+            ToolProfile::Assistant => Profile::Assistant,
+            ToolProfile::Coding => Profile::Coding,
+            ToolProfile::Full => Profile::Full,
+        },
+        allow: tools.allow.clone(),
+        deny: tools.deny.clone(),
+    }
+}
+
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(
     config: &Config,
@@ -79,16 +94,7 @@ fn registry(
         None => builder,
     };
     let builder = crate::channels::watch::tools::register(builder, watches)
-        .select(Selection {
-            profile: match tools.profile {
-                ToolProfile::Minimal => Profile::Minimal,
-                ToolProfile::Assistant => Profile::Assistant,
-                ToolProfile::Coding => Profile::Coding,
-                ToolProfile::Full => Profile::Full,
-            },
-            allow: tools.allow.clone(),
-            deny: tools.deny.clone(),
-        })
+        .select(selection(config))
         .expect_mcp_servers(config.mcp_servers.iter().map(|s| s.name.clone()).collect())
         .defer(Deferral {
             context_window_tokens: config.model.context_window_tokens,
@@ -120,6 +126,9 @@ fn registry(
         })
 }
 
+/// Why the sandbox was not probed.
+const NOT_ENABLED: &str = "the shell tool is not enabled";
+
 /// The shell sandbox as configured, with what the kernel enforces (probed once, here, by
 /// running the launcher); `None` when the owner chose `tools.shell.sandbox = "none"`.
 fn shell_sandbox(
@@ -137,11 +146,16 @@ fn shell_sandbox(
         .and_then(|file| std::path::absolute(file).ok())
         .or_else(crate::paths::default_config_path);
     let launcher = std::env::current_exe();
+    // The probe costs a process start: only when the shell can be called at all (the
+    // selection changes only with a restart). A disabled shell is still never unconfined.
     let available = match &launcher {
+        _ if !builtin::shell_enabled(&selection(config)) => Err(NOT_ENABLED.to_owned()),
         Ok(launcher) => steward_tools::sandbox::run_probe(launcher).map(|_| ()),
         Err(e) => Err(format!("cannot find the steward binary: {e}")),
     };
-    if let Err(why) = &available {
+    if let Err(why) = &available
+        && why != NOT_ENABLED
+    {
         warn!(why = %why, "the shell sandbox is unavailable: every shell command will be asked");
     }
     Some(builtin::ShellSandbox {
@@ -295,6 +309,7 @@ impl Core {
             Some(sandbox) => match &sandbox.available {
                 Ok(()) if sandbox.network => "landlock (network allowed)".to_owned(),
                 Ok(()) => "landlock".to_owned(),
+                Err(why) if why == NOT_ENABLED => format!("not probed: {why}"),
                 Err(why) => format!("unavailable: {why}; every shell command is asked"),
             },
         });

@@ -66,6 +66,11 @@ pub fn register_http(builder: ToolRegistryBuilder, hosts: HttpHosts) -> ToolRegi
 
 pub use shell::ShellSandbox;
 
+/// Whether `selection` enables `shell` (the sandbox needs probing only then).
+pub fn shell_enabled(selection: &crate::selection::Selection) -> bool {
+    selection.is_enabled(&shell::contract())
+}
+
 /// Adds `shell`, confined by `sandbox` (`None`: `tools.shell.sandbox = "none"`).
 pub fn register_shell(
     builder: ToolRegistryBuilder,
