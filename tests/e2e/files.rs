@@ -97,7 +97,16 @@ fn paths_outside_the_workspace_are_refused() {
     let workspace = daemon.path().join("workspace");
     std::fs::write(daemon.path().join("outside.txt"), "secret").unwrap();
     std::os::unix::fs::symlink(daemon.path().join("outside.txt"), workspace.join("link")).unwrap();
-    for path in ["../outside.txt", "link", "/etc/hostname"] {
+    // A symlinked parent, relative and absolute: the kernel refuses both at the open.
+    std::os::unix::fs::symlink("..", workspace.join("up")).unwrap();
+    std::os::unix::fs::symlink(daemon.path(), workspace.join("up-absolute")).unwrap();
+    for path in [
+        "../outside.txt",
+        "link",
+        "/etc/hostname",
+        "up/outside.txt",
+        "up-absolute/outside.txt",
+    ] {
         let read = tool(&daemon, &format!(r#"/tool fs_read {{"path":"{path}"}}"#));
         assert!(read.contains("outside the allowed roots"), "{path}: {read}");
         let write = tool(
@@ -115,6 +124,8 @@ fn paths_outside_the_workspace_are_refused() {
     );
     let listed = tool(&daemon, r#"/tool fs_list {}"#);
     assert!(listed.contains("\"name\":\"link\""), "{listed}");
+    let through = tool(&daemon, r#"/tool fs_list {"path":"up"}"#);
+    assert!(through.contains("outside the allowed roots"), "{through}");
 }
 
 #[test]
