@@ -16,6 +16,7 @@ use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
 use steward_tools::ledger::Ledger;
 use steward_tools::policy::{Mode, PolicyRule, RuleDecision};
+use steward_tools::sandbox::launcher::Launcher;
 use steward_tools::selection::{Profile, Selection};
 use steward_tools::{Authorization, Deferral, ToolError, ToolPipeline, ToolRegistry, builtin};
 use tracing::{info, warn};
@@ -145,12 +146,12 @@ fn shell_sandbox(
     let config_file = config_file
         .and_then(|file| std::path::absolute(file).ok())
         .or_else(crate::paths::default_config_path);
-    let launcher = std::env::current_exe();
+    let launcher = std::env::current_exe().map(|exe| Launcher::beside(&exe));
     // The probe costs a process start: only when the shell can be called at all (the
     // selection changes only with a restart). A disabled shell is still never unconfined.
     let available = match &launcher {
         _ if !builtin::shell_enabled(&selection(config)) => Err(NOT_ENABLED.to_owned()),
-        Ok(launcher) => steward_tools::sandbox::run_probe(launcher).map(|_| ()),
+        Ok(launcher) => launcher.probe().map(|_| ()),
         Err(e) => Err(format!("cannot find the steward binary: {e}")),
     };
     if let Err(why) = &available
@@ -159,7 +160,7 @@ fn shell_sandbox(
         warn!(why = %why, "the shell sandbox is unavailable: every shell command will be asked");
     }
     Some(builtin::ShellSandbox {
-        launcher: launcher.unwrap_or_default(),
+        launcher: launcher.unwrap_or_else(|_| Launcher::beside(std::path::Path::new("steward"))),
         deny_read: steward_tools::sandbox::denied_paths(
             data_dir,
             config_file.as_deref(),

@@ -254,8 +254,7 @@ fn forks_as_nobody(confined: bool) -> usize {
     command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
     if confined {
         command.args([
-            crate::support::BIN,
-            "__sandbox-exec",
+            env!("CARGO_BIN_EXE_steward-sandbox"),
             &spec.to_string(),
             "--",
         ]);

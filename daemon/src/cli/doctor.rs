@@ -486,7 +486,7 @@ fn sandbox_check(config: &steward_config::Config) -> Check {
     }
     let probed = std::env::current_exe()
         .map_err(|e| e.to_string())
-        .and_then(|exe| steward_tools::sandbox::run_probe(&exe));
+        .and_then(|exe| steward_tools::sandbox::launcher::Launcher::beside(&exe).probe());
     match probed {
         Ok(said) => pass(
             "sandbox",

@@ -12,7 +12,6 @@ mod doctor;
 mod init;
 mod listing;
 mod output;
-mod sandbox_exec;
 mod send;
 mod service;
 mod table;
@@ -432,11 +431,15 @@ impl Context {
     }
 }
 
+use steward_tools::sandbox::launcher;
+
 pub fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match args.get(1).and_then(|a| a.to_str()) {
-        Some(sandbox_exec::EXEC) => return sandbox_exec::exec(&args[2..]),
-        Some(sandbox_exec::PROBE) => return sandbox_exec::probe(),
+        // The sandbox launcher hosted here (see `steward_tools::sandbox::launcher`), read
+        // before any other parsing so that a command starts fast.
+        Some(launcher::EXEC_COMMAND) => return launcher::exec(&args[2..]),
+        Some(launcher::PROBE_COMMAND) => return launcher::probe(),
         _ => {}
     }
     let cli = Cli::parse();

@@ -69,8 +69,8 @@ pub(super) struct Shell {
 /// The sandbox the daemon runs shell commands in.
 #[derive(Clone, Debug)]
 pub struct ShellSandbox {
-    /// The program that confines itself and then runs the command (`steward`).
-    pub launcher: std::path::PathBuf,
+    /// The program that confines itself and then runs the command.
+    pub launcher: crate::sandbox::launcher::Launcher,
     /// Trees a command may not read ([`crate::sandbox::denied_paths`]).
     pub deny_read: Vec<std::path::PathBuf>,
     /// TCP allowed.
@@ -254,12 +254,8 @@ impl Shell {
             network: sandbox.network,
             cpu_secs: timeout.as_secs() + 5,
         };
-        let mut confined = tokio::process::Command::new(&sandbox.launcher);
-        confined
-            .arg("__sandbox-exec")
-            .arg(serde_json::to_string(&spec).unwrap_or_default())
-            .arg("--")
-            .args(["sh", "-c", command]);
+        let mut confined = tokio::process::Command::new(&sandbox.launcher.program);
+        confined.args(sandbox.launcher.exec_args(&spec, &["sh", "-c", command]));
         let said = if sandbox.network {
             "landlock (network allowed)"
         } else {

@@ -2,10 +2,10 @@
 //! holds even when the classifier is wrong.
 //!
 //! Decided here:
-//! - The confinement is applied by a small launcher — the `steward` binary itself, run as
-//!   `steward __sandbox-exec SPEC -- sh -c COMMAND` — which confines itself and then becomes
-//!   the command (`exec`): no code runs between fork and exec in the daemon, and the rules
-//!   are inherited by everything the command starts.
+//! - The confinement is applied by a launcher ([`launcher`]: `steward-sandbox SPEC -- sh -c
+//!   COMMAND`) which confines itself and then becomes the command (`exec`): no code runs
+//!   between fork and exec in the daemon, and the rules are inherited by everything the
+//!   command starts.
 //! - Writes: the workspace roots and a private temp dir (`TMPDIR`), plus `/dev/null` and the
 //!   terminals. Reads: the whole file system except what is denied — the data dir, the config
 //!   dir, `~/.ssh`, `~/.gnupg`, cloud and registry credentials, `$CREDENTIALS_DIRECTORY`.
@@ -32,14 +32,13 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod launcher;
+
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use serde::{Deserialize, Serialize};
-
-/// The launcher's command that confines itself and says what the kernel enforces.
-pub const PROBE_COMMAND: &str = "__sandbox-probe";
 
 /// The newest Landlock ABI this code is written for (filesystem, TCP, scoping).
 const TARGET_ABI: ABI = ABI::V6;
@@ -93,16 +92,16 @@ pub fn confine(spec: &SandboxSpec) -> Result<Enforcement, String> {
         .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .map_err(|e| e.to_string())?;
     let mut created = ruleset.create().map_err(|e| e.to_string())?;
-    for path in readable(Path::new("/"), &spec.deny_read) {
-        created = grant(created, &path, read)?;
+    for tree in readable(Path::new("/"), &spec.deny_read) {
+        created = grant(created, &tree, read)?;
     }
     for path in &spec.write {
-        created = grant(created, path, fs)?;
+        created = grant(created, &Tree::of(path), fs)?;
     }
     for device in WRITABLE_DEVICES {
         created = grant(
             created,
-            Path::new(device),
+            &Tree::of(Path::new(device)),
             AccessFs::ReadFile | AccessFs::WriteFile,
         )?;
     }
@@ -168,44 +167,71 @@ fn restrict_sockets(network: bool) -> Result<(), String> {
         .map_err(|e| format!("cannot install the socket filter: {e}"))
 }
 
-/// Adds a grant for `path` if it exists (a missing path grants nothing and is no error).
+/// A path to grant, and whether it is a directory (a file takes only file rights).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tree {
+    pub path: PathBuf,
+    pub is_dir: bool,
+}
+
+impl Tree {
+    fn of(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+            is_dir: path.is_dir(),
+        }
+    }
+}
+
+/// Adds a grant for `tree` if it exists (a missing path grants nothing and is no error).
 fn grant(
     created: landlock::RulesetCreated,
-    path: &Path,
+    tree: &Tree,
     access: landlock::BitFlags<AccessFs>,
 ) -> Result<landlock::RulesetCreated, String> {
-    let Ok(fd) = PathFd::new(path) else {
+    let Ok(fd) = PathFd::new(&tree.path) else {
         return Ok(created);
     };
-    // A file may only be granted file rights.
-    let access = if path.is_dir() {
+    let access = if tree.is_dir {
         access
     } else {
         access & AccessFs::from_file(TARGET_ABI)
     };
     created
         .add_rule(PathBeneath::new(fd, access))
-        .map_err(|e| format!("cannot grant {}: {e}", path.display()))
+        .map_err(|e| format!("cannot grant {}: {e}", tree.path.display()))
 }
 
-/// The trees under `root` to grant reading so that everything but `deny` is readable:
-/// `root` itself when nothing denied is under it, else its children, recursively. Symbolic
-/// links are left out (a link to a denied place would grant it).
-pub fn readable(root: &Path, deny: &[PathBuf]) -> Vec<PathBuf> {
+/// The trees under `root` (a directory) to grant reading so that everything but `deny` is
+/// readable: `root` itself when nothing denied is under it, else its children, recursively.
+/// Symbolic links are left out (a link to a denied place would grant it). Each costs a rule
+/// (four system calls at the launch), so the kinds come from the directory listing rather
+/// than from a `stat` each.
+pub fn readable(root: &Path, deny: &[PathBuf]) -> Vec<Tree> {
     if deny.iter().any(|d| d == root) {
         return Vec::new();
     }
     if !deny.iter().any(|d| d.starts_with(root)) {
-        return vec![root.to_owned()];
+        return vec![Tree {
+            path: root.to_owned(),
+            is_dir: true,
+        }];
     }
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
     let mut trees = Vec::new();
     for entry in entries.flatten() {
-        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        if !is_link {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
             trees.extend(readable(&entry.path(), deny));
+        } else if !kind.is_symlink() && !deny.contains(&entry.path()) {
+            trees.push(Tree {
+                path: entry.path(),
+                is_dir: false,
+            });
         }
     }
     trees
@@ -293,22 +319,6 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// Runs the probe in a child (`launcher __sandbox-probe`): `Ok` with what it said when the
-/// kernel confines, `Err` with why not.
-pub fn run_probe(launcher: &std::path::Path) -> Result<String, String> {
-    let output = std::process::Command::new(launcher)
-        .arg(PROBE_COMMAND)
-        .output()
-        .map_err(|e| format!("cannot run the sandbox probe: {e}"))?;
-    let said = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    match said.split_once(": ") {
-        _ if said == "full" => Ok(said),
-        Some(("partial", _)) => Ok(said),
-        Some(("unavailable", why)) => Err(why.to_owned()),
-        _ => Err(format!("the sandbox probe said {said:?}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,11 +331,20 @@ mod tests {
             std::fs::create_dir_all(root.join(sub)).unwrap();
         }
         std::os::unix::fs::symlink(root.join("a/secret"), root.join("a/link")).unwrap();
-        let deny = vec![root.join("a/secret"), root.join("c/deep/er")];
-        let mut trees = readable(&root, &deny);
+        std::fs::write(root.join("a/.netrc"), "").unwrap();
+        std::fs::write(root.join("a/notes"), "").unwrap();
+        let deny = vec![
+            root.join("a/secret"),
+            root.join("c/deep/er"),
+            root.join("a/.netrc"),
+        ];
+        let mut trees: Vec<PathBuf> = readable(&root, &deny).into_iter().map(|t| t.path).collect();
         trees.sort();
         // c/deep holds nothing but the denied c/deep/er, so nothing of it is granted.
-        assert_eq!(trees, [root.join("a/keep"), root.join("b")]);
+        assert_eq!(
+            trees,
+            [root.join("a/keep"), root.join("a/notes"), root.join("b")]
+        );
     }
 
     /// A config in its own folder hides the folder (tokens beside it); one kept in the home
