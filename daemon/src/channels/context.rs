@@ -113,10 +113,13 @@ impl ChannelContext {
         if matches!(health, ChannelHealth::Ready { .. }) {
             self.was_up.store(true, Ordering::Relaxed);
         }
-        if !matches!(health, ChannelHealth::Starting { .. }) {
+        // The board first: whoever waits on `settled` (start-up, before READY=1) must find
+        // the new state there.
+        let settled = !matches!(health, ChannelHealth::Starting { .. });
+        self.shared.status.set_channel(&self.name, health);
+        if settled {
             self.settled.send_replace(true);
         }
-        self.shared.status.set_channel(&self.name, health);
     }
 
     pub fn status(&self) -> &Arc<StatusBoard> {
