@@ -8,6 +8,7 @@
 
 mod email;
 mod error;
+mod matrix;
 mod raw;
 mod spanned;
 mod validate;
@@ -19,6 +20,7 @@ use steward_events::{Urgency, UrgencyRule};
 
 pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
+pub use matrix::{MatrixConfig, MatrixLogin};
 
 /// The commented default configuration written by `steward init`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default.toml");
@@ -49,6 +51,8 @@ pub struct Config {
     pub senders: steward_events::SenderPolicy,
     /// `[email]`: the email channel, when configured.
     pub email: Option<EmailConfig>,
+    /// `[matrix]`: the Matrix account, when configured.
+    pub matrix: Option<MatrixConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -25,6 +25,7 @@ pub(crate) struct RawConfig {
     pub webhook: RawWebhook,
     pub senders: RawSenders,
     pub email: Option<crate::email::RawEmail>,
+    pub matrix: Option<crate::matrix::RawMatrix>,
     pub owner: RawOwner,
 }
 

@@ -51,6 +51,31 @@ fn errors_name_the_key_and_the_line() {
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
+            "[matrix]\nhomeserver = \"http://matrix.example.org\"\nuser_id = \"@bot:example.org\"\npassword_env = \"P\"\n",
+            "matrix.homeserver",
+            ":2:",
+        ),
+        (
+            "[matrix]\nhomeserver = \"https://m.example.org\"\nuser_id = \"bot\"\npassword_env = \"P\"\n",
+            "matrix.user_id",
+            ":3:",
+        ),
+        (
+            "[matrix]\nhomeserver = \"https://m.example.org\"\nuser_id = \"@bot:example.org\"\npassword_env = \"P\"\naccess_token_env = \"T\"\n",
+            "matrix.password_env",
+            ":3:",
+        ),
+        (
+            "[matrix]\nhomeserver = \"https://m.example.org\"\nuser_id = \"@bot:example.org\"\npassword_env = \"P\"\nowners = [\"@me:example.org\",\n  \"me@example.org\"]\n",
+            "matrix.owners[1]",
+            ":6:",
+        ),
+        (
+            "[matrix]\nhomeserver = \"https://m.example.org\"\nuser_id = \"@bot:example.org\"\naccess_token_file = \"/run/t\"\nrooms = [\"general\"]\n",
+            "matrix.rooms[0]",
+            ":5:",
+        ),
+        (
             "[tools]\nuntrusted_roots = [\"downloads\"]\n",
             "tools.untrusted_roots[0]",
             ":2:",
@@ -501,4 +526,25 @@ fn owner_delivery_rules_route_named_channels_only() {
         Duration::from_secs(90 * 86_400)
     );
     assert!(Config::default().owner.deliver.delivers("email", Answers));
+}
+
+#[test]
+fn a_matrix_account_resolves_with_its_defaults() {
+    let config = Config::from_toml(
+        "[matrix]\nhomeserver = \"http://127.0.0.1:8008/\"\nuser_id = \"@steward:localhost\"\naccess_token_file = \"/run/credentials/steward/matrix\"\nowners = [\"@me:localhost\"]\ntrusted = [\"*:example.org\", \"@friend:matrix.org\"]\nrooms = [\"!abc:localhost\", \"#family:localhost\"]\n",
+        None,
+    )
+    .unwrap();
+    let matrix = config.matrix.unwrap();
+    assert_eq!(matrix.homeserver, "http://127.0.0.1:8008");
+    assert_eq!(
+        matrix.login,
+        crate::MatrixLogin::AccessToken(crate::SecretSource::File(
+            "/run/credentials/steward/matrix".into()
+        ))
+    );
+    assert_eq!(matrix.device_name, "steward");
+    assert_eq!(matrix.trusted, ["*:example.org", "@friend:matrix.org"]);
+    assert_eq!(matrix.rooms.len(), 2);
+    assert!(matrix.e2ee && matrix.mention_required_in_groups && !matrix.require_verified_devices);
 }

@@ -562,6 +562,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         Some(email) => Some(crate::email::resolve(email, &at, &in_range)?),
         None => None,
     };
+    let matrix = match raw.matrix {
+        Some(matrix) => Some(crate::matrix::resolve(matrix, &at)?),
+        None => None,
+    };
     let senders = resolve_senders(raw.senders, &at)?;
     Ok(Config {
         daemon,
@@ -579,6 +583,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         webhook_routes,
         senders,
         email,
+        matrix,
         tools: resolve_tools(raw.tools, &at, &in_range)?,
     })
 }

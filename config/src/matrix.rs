@@ -1,0 +1,236 @@
+//! `[matrix]`: the Matrix account the assistant is reached through.
+//!
+//! Decisions where the issue is silent:
+//! - `homeserver` must be an `http(s)://` URL; plain `http` only for a loopback host (an
+//!   access token must never cross a network in the clear), as for `[email]`'s `none`.
+//! - Exactly one of `password_env`, `password_file`, `access_token_env`,
+//!   `access_token_file`.
+//! - User ids are checked for their shape (`@local:server`); `trusted` also takes
+//!   `*:server` (everyone on that server). Rooms are ids (`!id:server`) or aliases
+//!   (`#alias:server`).
+//! - Defaults: `device_name = "steward"`, `e2ee = true`, `mention_required_in_groups = true`,
+//!   `require_verified_devices = false`.
+
+use serde::Deserialize;
+
+use crate::SecretSource;
+use crate::error::ConfigError;
+use crate::spanned::{LineOf, Spanned};
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMatrix {
+    pub homeserver: Spanned<String>,
+    pub user_id: Spanned<String>,
+    pub password_env: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
+    pub access_token_env: Option<Spanned<String>>,
+    pub access_token_file: Option<Spanned<String>>,
+    pub device_name: Option<String>,
+    #[serde(default)]
+    pub owners: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub trusted: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub rooms: Vec<Spanned<String>>,
+    pub e2ee: Option<bool>,
+    pub mention_required_in_groups: Option<bool>,
+    pub require_verified_devices: Option<bool>,
+}
+
+/// How the account logs in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MatrixLogin {
+    Password(SecretSource),
+    AccessToken(SecretSource),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatrixConfig {
+    /// The homeserver's base URL, without a trailing `/`.
+    pub homeserver: String,
+    /// `@local:server`.
+    pub user_id: String,
+    pub login: MatrixLogin,
+    pub device_name: String,
+    pub owners: Vec<String>,
+    /// User ids, or `*:server` for everyone on a server.
+    pub trusted: Vec<String>,
+    /// Rooms the assistant may act in besides direct messages from owners and trusted users.
+    pub rooms: Vec<String>,
+    pub e2ee: bool,
+    pub mention_required_in_groups: bool,
+    /// Messages from an owner's unverified device are taken as untrusted.
+    pub require_verified_devices: bool,
+}
+
+/// Whether `text` is `SIGIL` + local part + `:` + server, with no spaces.
+fn has_shape(text: &str, sigil: char) -> bool {
+    text.strip_prefix(sigil)
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(local, server)| {
+            !local.is_empty() && !server.is_empty() && !text.contains(char::is_whitespace)
+        })
+}
+
+fn is_user_id(text: &str) -> bool {
+    has_shape(text, '@')
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The URL without its trailing `/`, or why it is not one a token may be sent to.
+fn homeserver(url: &str) -> Result<String, String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("{url:?} is not a URL (expected https://HOST)"))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => authority,
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?} names no host"));
+    }
+    match scheme {
+        "https" => {}
+        "http" if is_loopback(host) => {}
+        "http" => {
+            return Err(format!(
+                "{url:?}: plain http only to a loopback host; use https"
+            ));
+        }
+        other => return Err(format!("{other:?} is not http or https")),
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Checks every entry of `list` (key `matrix.NAME[i]`) with `valid`.
+fn checked(
+    name: &str,
+    list: Vec<Spanned<String>>,
+    valid: impl Fn(&str) -> bool,
+    expected: &str,
+    at: LineOf<'_>,
+) -> Result<Vec<String>, ConfigError> {
+    list.into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            if valid(entry.get_ref()) {
+                Ok(entry.into_inner())
+            } else {
+                Err(ConfigError::invalid(
+                    format!("matrix.{name}[{i}]"),
+                    at(entry.span()),
+                    format!("{:?} is not {expected}", entry.get_ref()),
+                ))
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, ConfigError> {
+    let homeserver = homeserver(raw.homeserver.get_ref()).map_err(|message| {
+        ConfigError::invalid("matrix.homeserver", at(raw.homeserver.span()), message)
+    })?;
+    let user_id = raw.user_id.get_ref().trim().to_owned();
+    if !is_user_id(&user_id) {
+        return Err(ConfigError::invalid(
+            "matrix.user_id",
+            at(raw.user_id.span()),
+            format!("{user_id:?} is not a Matrix user id (@name:server)"),
+        ));
+    }
+    let env = |var: Spanned<String>| SecretSource::Env(var.into_inner());
+    let file = |path: Spanned<String>| SecretSource::File(path.into_inner().into());
+    let login = match (
+        raw.password_env,
+        raw.password_file,
+        raw.access_token_env,
+        raw.access_token_file,
+    ) {
+        (Some(var), None, None, None) => MatrixLogin::Password(env(var)),
+        (None, Some(path), None, None) => MatrixLogin::Password(file(path)),
+        (None, None, Some(var), None) => MatrixLogin::AccessToken(env(var)),
+        (None, None, None, Some(path)) => MatrixLogin::AccessToken(file(path)),
+        _ => {
+            return Err(ConfigError::invalid(
+                "matrix.password_env",
+                at(raw.user_id.span()),
+                "set exactly one of password_env, password_file, access_token_env and access_token_file",
+            ));
+        }
+    };
+    let owners = checked(
+        "owners",
+        raw.owners,
+        is_user_id,
+        "a user id (@name:server)",
+        at,
+    )?;
+    let trusted = checked(
+        "trusted",
+        raw.trusted,
+        |t| {
+            is_user_id(t)
+                || t.strip_prefix("*:")
+                    .is_some_and(|server| !server.is_empty())
+        },
+        "a user id (@name:server) or *:server",
+        at,
+    )?;
+    let rooms = checked(
+        "rooms",
+        raw.rooms,
+        |r| has_shape(r, '!') || has_shape(r, '#'),
+        "a room id (!id:server) or alias (#name:server)",
+        at,
+    )?;
+    Ok(MatrixConfig {
+        homeserver,
+        user_id,
+        login,
+        device_name: raw.device_name.unwrap_or_else(|| "steward".into()),
+        owners,
+        trusted,
+        rooms,
+        e2ee: raw.e2ee.unwrap_or(true),
+        mention_required_in_groups: raw.mention_required_in_groups.unwrap_or(true),
+        require_verified_devices: raw.require_verified_devices.unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::homeserver;
+
+    #[test]
+    fn a_token_goes_in_the_clear_only_to_loopback() {
+        let table = [
+            (
+                "https://matrix.example.org/",
+                Ok("https://matrix.example.org"),
+            ),
+            ("http://127.0.0.1:8008", Ok("http://127.0.0.1:8008")),
+            ("http://localhost:8008/", Ok("http://localhost:8008")),
+            ("http://[::1]:8008", Ok("http://[::1]:8008")),
+            ("http://matrix.example.org", Err("plain http only")),
+            ("matrix.example.org", Err("not a URL")),
+            ("ftp://x", Err("not http or https")),
+            ("https://", Err("names no host")),
+        ];
+        for (url, want) in table {
+            match (homeserver(url), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{url}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{url}: {got}"),
+                (got, want) => panic!("{url}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
