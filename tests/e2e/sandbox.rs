@@ -249,15 +249,14 @@ fn forks_as_nobody(confined: bool) -> usize {
         "import os, time\nn = 0\nfor i in range(1000):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\nprint('forked', n, flush=True)\n",
     )
     .unwrap();
+    // A copy of the launcher where `nobody` may run it, whoever owns the build dir.
+    let launcher = dir.path().join("steward-sandbox");
+    std::fs::copy(env!("CARGO_BIN_EXE_steward-sandbox"), &launcher).unwrap();
     let spec = serde_json::json!({"write": [dir.path()], "deny_read": [], "network": false, "cpu_secs": 20});
     let mut command = std::process::Command::new("setpriv");
     command.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
     if confined {
-        command.args([
-            env!("CARGO_BIN_EXE_steward-sandbox"),
-            &spec.to_string(),
-            "--",
-        ]);
+        command.arg(&launcher).arg(spec.to_string()).arg("--");
     }
     let output = command
         .arg("/usr/bin/python3")
