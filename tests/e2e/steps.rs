@@ -47,7 +47,15 @@ async fn cancel_stops_a_sleeping_tool_at_once() {
         unreachable!()
     };
     assert_eq!(*status, ToolStatus::Cancelled);
-    assert!(content["slept_secs"].as_f64().unwrap() < 30.0, "{content}");
+    // The cancel may land after the call was recorded and before the sleep began (a loaded
+    // machine): then it never started. Either way it did not sleep its 60 s.
+    let never_started = content
+        .as_str()
+        .is_some_and(|s| s.starts_with("not started"));
+    assert!(
+        never_started || content["slept_secs"].as_f64().is_some_and(|s| s < 30.0),
+        "{content}"
+    );
     assert!(
         result < cancelled,
         "the cancelled result comes before step_cancelled"
