@@ -127,39 +127,41 @@ fn registry(
         })
 }
 
-/// Why the sandbox was not probed.
-const NOT_ENABLED: &str = "the shell tool is not enabled";
-
 /// The shell sandbox as configured, with what the kernel enforces (probed once, here, by
-/// running the launcher); `None` when the owner chose `tools.shell.sandbox = "none"`.
+/// running the launcher), and how `steward status` says it; `None` when the owner chose
+/// `tools.shell.sandbox = "none"`.
 fn shell_sandbox(
     config: &Config,
     data_dir: &std::path::Path,
     config_file: Option<&std::path::Path>,
     roots: &[PathBuf],
-) -> Option<builtin::ShellSandbox> {
+) -> (Option<builtin::ShellSandbox>, String) {
     if config.tools.shell.sandbox == steward_config::ShellSandbox::None {
         warn!("tools.shell.sandbox = \"none\": shell commands run unconfined");
-        return None;
+        return (None, "none (tools.shell.sandbox = \"none\")".to_owned());
     }
+    let launcher = std::env::current_exe().map(|exe| Launcher::beside(&exe));
+    // The probe costs a process start: only when the shell can be called at all (the
+    // selection changes only with a restart). A disabled shell is still never unconfined.
+    let (available, said) = match &launcher {
+        _ if !builtin::shell_enabled(&selection(config)) => {
+            let why = "the shell tool is not enabled";
+            (Err(why.to_owned()), format!("not probed: {why}"))
+        }
+        Ok(launcher) => match launcher.probe() {
+            Ok(_) if config.tools.shell.network => {
+                (Ok(()), "landlock (network allowed)".to_owned())
+            }
+            Ok(_) => (Ok(()), "landlock".to_owned()),
+            Err(why) => unavailable(why),
+        },
+        Err(e) => unavailable(format!("cannot find the steward binary: {e}")),
+    };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let config_file = config_file
         .and_then(|file| std::path::absolute(file).ok())
         .or_else(crate::paths::default_config_path);
-    let launcher = std::env::current_exe().map(|exe| Launcher::beside(&exe));
-    // The probe costs a process start: only when the shell can be called at all (the
-    // selection changes only with a restart). A disabled shell is still never unconfined.
-    let available = match &launcher {
-        _ if !builtin::shell_enabled(&selection(config)) => Err(NOT_ENABLED.to_owned()),
-        Ok(launcher) => launcher.probe().map(|_| ()),
-        Err(e) => Err(format!("cannot find the steward binary: {e}")),
-    };
-    if let Err(why) = &available
-        && why != NOT_ENABLED
-    {
-        warn!(why = %why, "the shell sandbox is unavailable: every shell command will be asked");
-    }
-    Some(builtin::ShellSandbox {
+    let sandbox = builtin::ShellSandbox {
         launcher: launcher.unwrap_or_else(|_| Launcher::beside(std::path::Path::new("steward"))),
         deny_read: steward_tools::sandbox::denied_paths(
             data_dir,
@@ -169,7 +171,15 @@ fn shell_sandbox(
         ),
         network: config.tools.shell.network,
         available,
-    })
+    };
+    (Some(sandbox), said)
+}
+
+/// A sandbox the kernel will not enforce: said loudly, and every command is asked.
+fn unavailable(why: String) -> (Result<(), String>, String) {
+    warn!(why = %why, "the shell sandbox is unavailable: every shell command will be asked");
+    let said = format!("unavailable: {why}; every shell command is asked");
+    (Err(why), said)
 }
 
 /// Spill files (full outputs of truncated results) older than this are removed at start.
@@ -311,17 +321,9 @@ impl Core {
             changed: Arc::default(),
             default_zone: owner_zone_name(config),
         };
-        let shell = shell_sandbox(config, &data_dir, config_file, files.roots());
+        let (shell, said) = shell_sandbox(config, &data_dir, config_file, files.roots());
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
-        status.set_shell_sandbox(&match &shell {
-            None => "none (tools.shell.sandbox = \"none\")".to_owned(),
-            Some(sandbox) => match &sandbox.available {
-                Ok(()) if sandbox.network => "landlock (network allowed)".to_owned(),
-                Ok(()) => "landlock".to_owned(),
-                Err(why) if why == NOT_ENABLED => format!("not probed: {why}"),
-                Err(why) => format!("unavailable: {why}; every shell command is asked"),
-            },
-        });
+        status.set_shell_sandbox(&said);
         let watches = WatchSet::new(store.watch_tree()?, status.clone(), files.clone());
         #[cfg(feature = "email")]
         let email = match &config.email {

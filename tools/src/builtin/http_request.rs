@@ -81,6 +81,13 @@ pub struct HttpHosts {
     pub trusted: Vec<String>,
 }
 
+/// Whether `hosts` lists `host`, or `host:port`.
+fn listed(hosts: &[String], host: &str, port: u16) -> bool {
+    hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(host) || *h == format!("{host}:{port}"))
+}
+
 /// Whether `url` names a host (or host:port) of `hosts`; a URL that does not parse names
 /// none.
 fn names_one_of(url: &str, hosts: &[String]) -> bool {
@@ -90,10 +97,7 @@ fn names_one_of(url: &str, hosts: &[String]) -> bool {
     let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
         return false;
     };
-    let host = host.trim_matches(['[', ']']);
-    hosts
-        .iter()
-        .any(|h| h.eq_ignore_ascii_case(host) || *h == format!("{host}:{port}"))
+    listed(hosts, host.trim_matches(['[', ']']), port)
 }
 
 /// Whether a request to `url` goes to someone the owner has not trusted.
@@ -150,11 +154,7 @@ impl HttpRequest {
             .trim_matches(['[', ']'])
             .to_owned();
         let port = url.port_or_known_default().ok_or("the URL has no port")?;
-        let allowed = self
-            .hosts
-            .allow
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(&host) || *h == format!("{host}:{port}"));
+        let allowed = listed(&self.hosts.allow, &host, port);
         let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
             .await
             .map_err(|e| format!("cannot resolve {host}: {e}"))?

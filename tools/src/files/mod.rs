@@ -67,11 +67,6 @@ impl Located {
         &self.path
     }
 
-    /// Where it lies beneath its root, `/`-separated (`""` for the root itself).
-    pub fn relative(&self) -> &Path {
-        &self.relative
-    }
-
     /// `name` inside this directory.
     pub fn child(&self, name: &str) -> Located {
         Located {
