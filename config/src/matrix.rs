@@ -7,7 +7,7 @@
 //!   `access_token_file`.
 //! - User ids are checked for their shape (`@local:server`); `trusted` also takes
 //!   `*:server` (everyone on that server). Rooms are ids (`!id:server`) or aliases
-//!   (`#alias:server`).
+//!   (`#alias:server`); room ids of version 12 on carry no server (`!opaque`).
 //! - Defaults: `device_name = "steward"`, `e2ee = true`, `mention_required_in_groups = true`,
 //!   `require_verified_devices = false`.
 
@@ -71,6 +71,13 @@ fn has_shape(text: &str, sigil: char) -> bool {
         .is_some_and(|(local, server)| {
             !local.is_empty() && !server.is_empty() && !text.contains(char::is_whitespace)
         })
+}
+
+/// `!` + an opaque id: rooms of version 12 on have no `:server` part.
+fn is_room_id(text: &str) -> bool {
+    text.strip_prefix('!').is_some_and(|rest| {
+        !rest.is_empty() && !rest.starts_with(':') && !text.contains(char::is_whitespace)
+    })
 }
 
 fn is_user_id(text: &str) -> bool {
@@ -188,8 +195,8 @@ pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, Co
     let rooms = checked(
         "rooms",
         raw.rooms,
-        |r| has_shape(r, '!') || has_shape(r, '#'),
-        "a room id (!id:server) or alias (#name:server)",
+        |r| is_room_id(r) || has_shape(r, '#'),
+        "a room id (!id, or !id:server before room version 12) or alias (#name:server)",
         at,
     )?;
     Ok(MatrixConfig {
@@ -208,7 +215,22 @@ pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, Co
 
 #[cfg(test)]
 mod tests {
-    use super::homeserver;
+    use super::{homeserver, is_room_id};
+
+    #[test]
+    fn room_ids_have_a_server_before_version_12_and_none_after() {
+        let table = [
+            ("!abc:localhost", true),
+            ("!9zhpHFIlQsiVPygzataGuzCg37IdN-YBrVLkUgLalLI", true),
+            ("!", false),
+            ("!:localhost", false),
+            ("! spaced", false),
+            ("abc:localhost", false),
+        ];
+        for (id, valid) in table {
+            assert_eq!(is_room_id(id), valid, "{id}");
+        }
+    }
 
     #[test]
     fn a_token_goes_in_the_clear_only_to_loopback() {

@@ -209,13 +209,8 @@ pub(crate) fn check_features(config: &Config) -> Result<(), ConfigProblem> {
     if !cfg!(feature = "http") && (config.http.is_some() || !config.webhook_routes.is_empty()) {
         return Err(missing("http", "http"));
     }
-    // The section is read and checked so that a file written for it is ready; the channel
-    // itself is not built yet, and a daemon must not look reachable where it is not.
-    if config.matrix.is_some() {
-        return Err(ConfigProblem {
-            key: "matrix".into(),
-            message: "the Matrix channel is not in this build yet; remove [matrix]".into(),
-        });
+    if !cfg!(feature = "matrix") && config.matrix.is_some() {
+        return Err(missing("matrix", "matrix"));
     }
     Ok(())
 }
@@ -614,10 +609,14 @@ mod tests {
         );
         let http = parse("[http]\nlisten = \"127.0.0.1:0\"\n");
         let mcp = parse("[[mcp.servers]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n");
+        let matrix = parse(
+            "[matrix]\nhomeserver = \"http://127.0.0.1:8008\"\nuser_id = \"@s:localhost\"\npassword_env = \"P\"\n",
+        );
         let table = [
             (email, "email", cfg!(feature = "email")),
             (http, "http", cfg!(feature = "http")),
             (mcp, "mcp.servers", cfg!(feature = "mcp")),
+            (matrix, "matrix", cfg!(feature = "matrix")),
         ];
         for (config, key, built_in) in table {
             match check_features(&config) {
@@ -630,11 +629,6 @@ mod tests {
             }
         }
         assert!(check_features(&Config::default()).is_ok());
-        let matrix = parse(
-            "[matrix]\nhomeserver = \"http://127.0.0.1:8008\"\nuser_id = \"@s:localhost\"\npassword_env = \"P\"\n",
-        );
-        let refused = check_features(&matrix).expect_err("no Matrix channel yet");
-        assert_eq!(refused.key, "matrix");
     }
 
     /// Every tool a full daemon offers — built-ins, web, memory, cron, watch, email and an

@@ -57,7 +57,7 @@ pub async fn run(
         &config,
         &core,
         &supervisor,
-        #[cfg(feature = "email")]
+        #[cfg(any(feature = "email", feature = "matrix"))]
         &store,
         &data_dir,
     )
@@ -128,7 +128,7 @@ async fn start_channels(
     config: &Config,
     core: &Core,
     supervisor: &Supervisor,
-    #[cfg(feature = "email")] store: &Store,
+    #[cfg(any(feature = "email", feature = "matrix"))] store: &Store,
     data_dir: &Path,
 ) -> anyhow::Result<OwnerApi> {
     let owner_uid = std::fs::metadata(data_dir)
@@ -172,6 +172,10 @@ async fn start_channels(
             &core.pipeline,
             config.owner.email_after,
         )?;
+    }
+    #[cfg(feature = "matrix")]
+    if let Some(matrix) = &config.matrix {
+        crate::channels::matrix::start(matrix, supervisor, store, data_dir, &owner)?;
     }
     supervisor.start("user", move |cx| user::run(socket, cx));
     Ok(owner)

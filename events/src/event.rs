@@ -20,10 +20,12 @@ pub enum Source {
     System,
     /// The summary of a side lane, coming back to the main trajectory.
     Lane,
+    /// A chat platform (Matrix; Telegram later): `channel` says which one and where.
+    Chat,
 }
 
 impl Source {
-    pub const ALL: [Source; 7] = [
+    pub const ALL: [Source; 8] = [
         Source::Timer,
         Source::Watch,
         Source::Email,
@@ -31,6 +33,7 @@ impl Source {
         Source::User,
         Source::System,
         Source::Lane,
+        Source::Chat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +45,7 @@ impl Source {
             Source::User => "user",
             Source::System => "system",
             Source::Lane => "lane",
+            Source::Chat => "chat",
         }
     }
 
@@ -118,6 +122,8 @@ pub enum Payload {
     /// A message from the mailbox: what a reply needs (addresses, ids, subject), the
     /// attachments saved, and `text` as the brain reads it.
     Email(Box<EmailMessage>),
+    /// A message in a chat room (Matrix): where it was, what it answers, and its text.
+    Chat(Box<ChatMessage>),
     /// An occurrence of a scheduled job: its text for the brain, or a tool call run
     /// through the pipeline without the model (`action`).
     Scheduled {
@@ -130,6 +136,23 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         action: Option<ScheduledAction>,
     },
+}
+
+/// A chat message as an event carries it: enough to answer it in place (the room, the
+/// message, the thread it belongs to) and its text as the brain reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// The platform's room or chat id (`!room:server`).
+    pub room: String,
+    /// The platform's id of the message (`$event`), also the event's dedupe key.
+    pub message_id: String,
+    /// The thread the message is in (its root's id), when it is in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_root: Option<String>,
+    /// The message it replies to, when it is a reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    pub text: String,
 }
 
 /// An email as an event carries it.
@@ -184,6 +207,7 @@ impl Payload {
             | Payload::Webhook { text, .. }
             | Payload::Scheduled { text, .. } => text,
             Payload::Email(email) => &email.text,
+            Payload::Chat(chat) => &chat.text,
             Payload::LaneResult { summary, .. } => summary,
         }
     }

@@ -6,6 +6,7 @@
 //! that decides something (urgency, step routing, delivery routing) is a plain function with table tests, so
 //! the daemon can stay a thin layer of wiring around it.
 
+mod chat;
 mod delivery;
 mod event;
 mod id;
@@ -16,10 +17,11 @@ mod tool_call;
 mod trajectory;
 mod urgency;
 
+pub use chat::{Admission, ChatRules, RoomFacts, admit};
 pub use delivery::{DeliveryClass, DeliveryRules};
 pub use event::{
-    EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment, ScheduledAction, Sender,
-    Source, StateKind, Trust,
+    ChatMessage, EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment,
+    ScheduledAction, Sender, Source, StateKind, Trust,
 };
 pub use id::{EventId, ParseIdError};
 pub use routing::{Route, route_event};

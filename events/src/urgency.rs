@@ -53,7 +53,8 @@ impl Urgency {
             | Source::Webhook
             | Source::User
             | Source::System
-            | Source::Lane => Urgency::Queue,
+            | Source::Lane
+            | Source::Chat => Urgency::Queue,
         }
     }
 }

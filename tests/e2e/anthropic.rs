@@ -27,27 +27,37 @@ fn text_block(index: u64, pieces: &[&str]) -> String {
     let mut out = event(json!({"type": "content_block_start", "index": index,
         "content_block": {"type": "text", "text": ""}}));
     for piece in pieces {
-        out += &event(json!({"type": "content_block_delta", "index": index,
-            "delta": {"type": "text_delta", "text": piece}}));
+        out.push_str(&event(
+            json!({"type": "content_block_delta", "index": index,
+            "delta": {"type": "text_delta", "text": piece}}),
+        ));
     }
-    out + &event(json!({"type": "content_block_stop", "index": index}))
+    out.push_str(&event(
+        json!({"type": "content_block_stop", "index": index}),
+    ));
+    out
 }
 
 fn tool_use_block(index: u64, id: &str, name: &str, fragments: &[&str]) -> String {
     let mut out = event(json!({"type": "content_block_start", "index": index,
         "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
     for fragment in fragments {
-        out += &event(json!({"type": "content_block_delta", "index": index,
-            "delta": {"type": "input_json_delta", "partial_json": fragment}}));
+        out.push_str(&event(
+            json!({"type": "content_block_delta", "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": fragment}}),
+        ));
     }
-    out + &event(json!({"type": "content_block_stop", "index": index}))
+    out.push_str(&event(
+        json!({"type": "content_block_stop", "index": index}),
+    ));
+    out
 }
 
 fn message_end(stop_reason: &str, output_tokens: u64) -> String {
     event(json!({"type": "message_delta",
         "delta": {"stop_reason": stop_reason, "stop_sequence": null},
         "usage": {"output_tokens": output_tokens}}))
-        + &event(json!({"type": "message_stop"}))
+        + event(json!({"type": "message_stop"})).as_str()
 }
 
 fn text_answer(text: &str) -> String {
@@ -334,7 +344,7 @@ fn filler(word: &str, bytes: usize) -> String {
     let mut text = String::new();
     let mut n = 0;
     while text.len() < bytes {
-        text += &format!("{word}-{n:04} lorem ipsum dolor sit amet\n");
+        text.push_str(&format!("{word}-{n:04} lorem ipsum dolor sit amet\n"));
         n += 1;
     }
     text

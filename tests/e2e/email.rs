@@ -69,7 +69,7 @@ async fn wait_for_email_events(daemon: &TestDaemon, n: usize) -> Vec<EventRow> {
 async fn an_owner_mail_wakes_the_actor_and_the_answer_comes_back_in_the_thread() {
     let model = ScriptedModel::start(vec![says("Lunch is at noon, in the garden.")], 64);
     let (assistant, owner) = (mail::address("steward"), mail::address("owner"));
-    let daemon = start(&(model_config(model.port) + &mail::config(&assistant, &owner, "")));
+    let daemon = start(&(model_config(model.port) + mail::config(&assistant, &owner, "").as_str()));
     daemon
         .wait_for_status("the email channel idle", |s| {
             s.channels
@@ -436,7 +436,7 @@ async fn email_send_asks_first_and_a_confirm_by_reply_sends_exactly_once() {
         ],
         64,
     );
-    let daemon = start(&(model_config(model.port) + &mail::config(&assistant, &owner, "")));
+    let daemon = start(&(model_config(model.port) + mail::config(&assistant, &owner, "").as_str()));
     let ask = mail::message(
         &owner,
         &assistant,
@@ -745,7 +745,7 @@ async fn a_denial_by_mail_and_an_expired_token_send_nothing() {
     );
     let daemon = start(
         &(model_config(model.port)
-            + &mail::config(&assistant, &owner, "")
+            + mail::config(&assistant, &owner, "").as_str()
             + "\n[tools]\nconfirm_expiry_secs = 4\n"),
     );
     let token_in = |request: &str| {

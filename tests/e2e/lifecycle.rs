@@ -445,10 +445,11 @@ async fn doctor_passes_a_good_setup_and_names_what_is_broken() {
     let dir = tempfile::tempdir().unwrap();
     let config = crate::mail::config(&assistant, &owner, "")
         + "\n[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
-        + &format!(
+        + format!(
             "\n[[watch]]\nname = \"tree\"\npath = {:?}\n",
             dir.path().display().to_string()
-        );
+        )
+        .as_str();
     for sub in ["a/b", "a/c", "d"] {
         std::fs::create_dir_all(dir.path().join("tree").join(sub)).unwrap();
     }

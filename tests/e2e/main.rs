@@ -1,4 +1,5 @@
 //! End-to-end tests: the real `steward` binary, a real control socket, temp data dirs.
+#![recursion_limit = "256"] // matrix-sdk's sync future is deep
 #![allow(clippy::disallowed_types)] // deadlines on real processes are wall-clock time
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
@@ -16,6 +17,7 @@ mod lifecycle;
 mod logs;
 mod mail;
 mod mail_corpus;
+mod matrix;
 mod mcp;
 mod model;
 mod outbox;

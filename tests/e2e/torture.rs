@@ -185,11 +185,12 @@ async fn every_input_survives_random_kill_9_exactly_once() {
         owner: crate::mail::address("owner"),
     });
     let config = config
-        + &crate::mail::config(
+        + crate::mail::config(
             &mailboxes.assistant,
             &mailboxes.owner,
             "require_authentication = false\n",
-        );
+        )
+        .as_str();
     let env = [
         ("T_GH", GH_SECRET),
         (crate::mail::PASSWORD_ENV, crate::mail::PASSWORD),

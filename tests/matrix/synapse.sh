@@ -7,15 +7,16 @@
 #   tests/matrix/synapse.sh register NAME PASSWORD
 #
 # Synapse is installed into ${CARGO_TARGET_DIR:-target}/synapse-venv (about 60 s the first
-# time), serves the client API at http://127.0.0.1:18008 with server name `localhost`, keeps
+# time), serves the client API at http://127.0.0.1:${STEWARD_SYNAPSE_PORT:-18008} with server name `localhost`, keeps
 # its SQLite database in $STEWARD_SYNAPSE_DIR (default /tmp/steward-synapse), and has its
 # rate limits raised so that tests may send bursts. Each test registers its own users.
+# STEWARD_SYNAPSE_PORT and STEWARD_SYNAPSE_DIR run a second one (the restart test's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DIR=${STEWARD_SYNAPSE_DIR:-/tmp/steward-synapse}
 VENV=${STEWARD_SYNAPSE_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/synapse-venv}
-PORT=18008
+PORT=${STEWARD_SYNAPSE_PORT:-18008}
 URL="http://127.0.0.1:$PORT"
 
 status() { curl -fsS -o /dev/null "$URL/_matrix/client/versions" 2>/dev/null; }
@@ -66,10 +67,20 @@ start() {
     flock -w 300 9 || { echo "waited 300 s for ${DIR}.lock" >&2; exit 1; }
     if status; then return 0; fi
     install
-    configure
-    # Not holding the lock (fd 9), or every later start would wait for it.
-    (cd "$DIR" && setsid "$VENV/bin/python" -m synapse.app.homeserver \
-        -c "$DIR/homeserver.yaml" >"$DIR/synapse.out" 2>&1 9>&- &)
+    # A stopped instance starts again with its data (the restart test); a new one is set up.
+    if [ ! -f "$DIR/homeserver.yaml" ]; then configure; fi
+    # Holding none of this shell's descriptors: not the lock (fd 9), or every later start
+    # would wait for it, and not the caller's pipes, or a caller reading this script's
+    # output would wait for Synapse to exit.
+    (
+        cd "$DIR"
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec setsid "$VENV/bin/python" -m synapse.app.homeserver \
+            -c "$DIR/homeserver.yaml" </dev/null >"$DIR/synapse.out" 2>&1
+    ) &
     for _ in $(seq 1 300); do
         if status; then return 0; fi
         sleep 0.1

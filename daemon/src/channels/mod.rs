@@ -1,5 +1,5 @@
 //! Channel actors, one folder each: `user` (the control socket), `http` (webhooks, the owner
-//! API, health and metrics), `email`, `timer`, `watch`. Each turns one kind of outside input
+//! API, health and metrics), `email`, `matrix`, `timer`, `watch`. Each turns one kind of outside input
 //! into events, acknowledging upstream only once the inbox has them.
 //!
 //! A channel is one room with one door: `run(config, cx: ChannelContext)`. The
@@ -30,7 +30,7 @@
 //!    in a way the caller must see (HTTP binds first). On SIGHUP, `reload.rs` compares the
 //!    section and calls `supervisor.stop("NAME")` then starts it again.
 //! 4. A cargo feature when it brings dependencies a user may not want (`email`, `http`,
-//!    `mcp`), with `core::check_features` refusing the section in a build without it.
+//!    `mcp`, `matrix`), with `core::check_features` refusing the section in a build without it.
 //! 5. Tests: an end-to-end test against the real other side (a real server on 127.0.0.1),
 //!    and the `kill -9` torture for whatever it acknowledges.
 // Everything here reads outside input (the socket, HTTP, mail, files, schedules): no slicing
@@ -43,6 +43,8 @@ pub mod email;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "matrix")]
+pub mod matrix;
 pub mod submit;
 pub mod timer;
 pub mod user;

@@ -70,20 +70,20 @@ fn render_unit(template: &str, paths: &Paths) -> String {
         "# Written by `steward service install` (steward {}). Run it again after moving the\n# binary, the config or the data dir.\n",
         env!("CARGO_PKG_VERSION")
     );
-    header
-        + &body
-            .replace("@DESCRIPTION@", "Steward, a personal assistant daemon")
-            .replace("@BIN@", &quoted(&paths.binary))
-            .replace("@CONFIG@", &quoted(&paths.config))
-            .replace("@DATA_DIR@", &quoted(&paths.data_dir))
-            .replace(
-                " @WORKSPACE@",
-                &if writable.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", writable.join(" "))
-                },
-            )
+    let unit: String = body
+        .replace("@DESCRIPTION@", "Steward, a personal assistant daemon")
+        .replace("@BIN@", &quoted(&paths.binary))
+        .replace("@CONFIG@", &quoted(&paths.config))
+        .replace("@DATA_DIR@", &quoted(&paths.data_dir))
+        .replace(
+            " @WORKSPACE@",
+            &if writable.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", writable.join(" "))
+            },
+        );
+    header + unit.as_str()
 }
 
 fn render_plist(paths: &Paths, log_dir: &Path) -> String {

@@ -173,6 +173,21 @@ impl OwnerApi {
         .await
     }
 
+    /// Takes a message a chat channel built (its sender already admitted): an owner's
+    /// command is answered at once, as on the socket; anything else is stored.
+    pub async fn take(
+        &self,
+        event: Event,
+        shutdown: &CancellationToken,
+    ) -> Result<Sent, OwnerError> {
+        if event.trust == Trust::Owner
+            && let Some(command) = commands::parse(event.payload.text())
+        {
+            return self.run_command(command).await;
+        }
+        self.submit(event, shutdown).await
+    }
+
     /// Answers one of the daemon's own commands (no model call).
     async fn run_command(&self, command: commands::Command<'_>) -> Result<Sent, OwnerError> {
         use commands::Command;

@@ -178,6 +178,11 @@ impl Store {
         Ok(self.db.open_tree("email")?)
     }
 
+    /// The tree of the Matrix channel's sync position, deliveries and rooms.
+    pub fn matrix_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("matrix")?)
+    }
+
     /// The tree of the owner outbox.
     pub fn outbox_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("outbox")?)

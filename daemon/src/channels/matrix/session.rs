@@ -1,0 +1,251 @@
+//! The Matrix account's session: one device, kept across restarts, so that the assistant
+//! keeps decrypting after a `kill -9`.
+//!
+//! Decided here:
+//! - Everything lives under `DATA/matrix/` (mode 0700): `session.json` (homeserver, user,
+//!   device and access token; mode 0600) and `store/`, the SDK's SQLite state and crypto
+//!   stores (the device's keys). The stores are not encrypted with a passphrase: one kept
+//!   beside them would protect nothing the directory's mode does not.
+//! - A password login happens once; afterwards the saved session is restored. The store is
+//!   bound to its device: whenever a new device logs in (no session saved, or the saved one
+//!   is for another account or was revoked) the old store is moved aside as
+//!   `store.old-TIMESTAMP` — never reused, never deleted.
+//! - With an access token, the device is the token's own (asked with `whoami`); a revoked
+//!   token is an error to fix, not something to log in around.
+//! - The session file is written before the first request made with the new device, so a
+//!   crash right after logging in leaves an orphan device at worst, never a store that does
+//!   not match its session.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::ruma::api::error::ErrorKind;
+use matrix_sdk::{Client, SessionMeta, SessionTokens};
+use serde::{Deserialize, Serialize};
+use steward_config::{MatrixConfig, MatrixLogin};
+use tracing::{info, warn};
+
+/// What `session.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    homeserver: String,
+    #[serde(flatten)]
+    session: MatrixSession,
+}
+
+/// Where the account's session and stores live.
+#[derive(Clone, Debug)]
+pub struct Account {
+    pub config: MatrixConfig,
+    dir: PathBuf,
+}
+
+impl Account {
+    pub fn new(config: MatrixConfig, data_dir: &Path) -> Self {
+        Self {
+            config,
+            dir: data_dir.join("matrix"),
+        }
+    }
+
+    fn session_file(&self) -> PathBuf {
+        self.dir.join("session.json")
+    }
+
+    fn store_dir(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+
+    /// A client logged in as the account's device: the saved session restored, or a new
+    /// login (see the module docs).
+    pub async fn connect(&self) -> anyhow::Result<Client> {
+        crate::core::create_private_dir(&self.dir)?;
+        if let Some(saved) = self.saved()? {
+            let client = self.client().await?;
+            client
+                .restore_session(saved.session)
+                .await
+                .context("cannot restore the saved Matrix session")?;
+            match client.whoami().await {
+                Ok(_) => return Ok(client),
+                Err(e)
+                    if matches!(
+                        e.client_api_error_kind(),
+                        Some(ErrorKind::UnknownToken { .. })
+                    ) =>
+                {
+                    if matches!(self.config.login, MatrixLogin::AccessToken(_)) {
+                        bail!("the homeserver refused the access token (revoked?): {e}");
+                    }
+                    warn!("the saved Matrix session was revoked; logging in as a new device");
+                    drop(client);
+                    self.set_aside()?;
+                }
+                Err(e) => return Err(e).context("the homeserver did not answer whoami"),
+            }
+        } else {
+            self.set_aside()?;
+        }
+        self.log_in().await
+    }
+
+    /// The saved session, when it is this account's on this homeserver.
+    fn saved(&self) -> anyhow::Result<Option<Saved>> {
+        let path = self.session_file();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let saved: Saved = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a saved session", path.display()))?;
+        let same = saved.homeserver == self.config.homeserver
+            && saved.session.meta.user_id.as_str() == self.config.user_id;
+        if !same {
+            info!(saved = %saved.session.meta.user_id, "the saved Matrix session is for another account; logging in anew");
+        }
+        Ok(same.then_some(saved))
+    }
+
+    async fn client(&self) -> anyhow::Result<Client> {
+        Client::builder()
+            .homeserver_url(&self.config.homeserver)
+            .sqlite_store(self.store_dir(), None)
+            .build()
+            .await
+            .with_context(|| format!("cannot open the Matrix store in {}", self.dir.display()))
+    }
+
+    /// Moves a store left by another device aside (kept, never deleted).
+    fn set_aside(&self) -> anyhow::Result<()> {
+        let store = self.store_dir();
+        if !store.exists() {
+            return Ok(());
+        }
+        let aside = self.dir.join(format!(
+            "store.old-{}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f")
+        ));
+        std::fs::rename(&store, &aside)
+            .with_context(|| format!("cannot move {} aside", store.display()))?;
+        info!(to = %aside.display(), "the Matrix store of an earlier device was set aside");
+        Ok(())
+    }
+
+    async fn log_in(&self) -> anyhow::Result<Client> {
+        let session = match &self.config.login {
+            MatrixLogin::Password(secret) => {
+                let password = secret
+                    .read()
+                    .map_err(|e| anyhow::anyhow!("matrix password: {e}"))?;
+                // A throwaway client: the login must not touch a store before its device
+                // is known and saved.
+                let probe = Client::builder()
+                    .homeserver_url(&self.config.homeserver)
+                    .build()
+                    .await
+                    .context("cannot reach the homeserver")?;
+                let response = probe
+                    .matrix_auth()
+                    .login_username(&self.config.user_id, &password)
+                    .initial_device_display_name(&self.config.device_name)
+                    .send()
+                    .await
+                    .context("the homeserver refused the login")?;
+                MatrixSession::from(&response)
+            }
+            MatrixLogin::AccessToken(secret) => {
+                let token = secret
+                    .read()
+                    .map_err(|e| anyhow::anyhow!("matrix access token: {e}"))?;
+                self.token_session(token).await?
+            }
+        };
+        if session.meta.user_id.as_str() != self.config.user_id {
+            bail!(
+                "the homeserver logged in {} where matrix.user_id says {}",
+                session.meta.user_id,
+                self.config.user_id
+            );
+        }
+        self.save(&session)?;
+        info!(device = %session.meta.device_id, "logged in to Matrix as a new device");
+        let client = self.client().await?;
+        client
+            .restore_session(session)
+            .await
+            .context("cannot start the new Matrix session")?;
+        Ok(client)
+    }
+
+    /// The session of an access token: its own user and device.
+    async fn token_session(&self, token: String) -> anyhow::Result<MatrixSession> {
+        let probe = Client::builder()
+            .homeserver_url(&self.config.homeserver)
+            .build()
+            .await
+            .context("cannot reach the homeserver")?;
+        let placeholder = MatrixSession {
+            meta: SessionMeta {
+                user_id: matrix_sdk::ruma::UserId::parse(&self.config.user_id)
+                    .context("matrix.user_id")?,
+                device_id: "STEWARDPROBE".into(),
+            },
+            tokens: SessionTokens {
+                access_token: token.clone(),
+                refresh_token: None,
+            },
+        };
+        // `whoami` needs a session; the placeholder's device id is never used for keys
+        // because this client has no store.
+        probe
+            .matrix_auth()
+            .restore_session(placeholder, Default::default())
+            .await?;
+        let who = probe
+            .whoami()
+            .await
+            .context("the homeserver refused the access token")?;
+        let device_id = who
+            .device_id
+            .context("the access token belongs to no device (an appservice token?)")?;
+        Ok(MatrixSession {
+            meta: SessionMeta {
+                user_id: who.user_id,
+                device_id,
+            },
+            tokens: SessionTokens {
+                access_token: token,
+                refresh_token: None,
+            },
+        })
+    }
+
+    fn save(&self, session: &MatrixSession) -> anyhow::Result<()> {
+        let saved = Saved {
+            homeserver: self.config.homeserver.clone(),
+            session: session.clone(),
+        };
+        let text = serde_json::to_vec_pretty(&saved)?;
+        let path = self.session_file();
+        write_private(&path, &text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// Writes `path` readable by the owner only, whole or not at all (a temporary file renamed
+/// over it, synced first).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = path.with_extension("json.new");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
+}

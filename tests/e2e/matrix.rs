@@ -1,0 +1,605 @@
+//! The Matrix channel against a real Synapse on 127.0.0.1 (`tests/matrix/synapse.sh`), the
+//! owner and strangers being `matrix-sdk` clients with their own encryption keys: the
+//! answer arrives encrypted, threaded to its message, once; a reminder reaches the DM with
+//! no CLI open; ✅ answers a request for confirmation; `kill -9` in a burst loses and
+//! doubles nothing; strangers change nothing but `rejected` events; a homeserver restart
+//! is ridden out.
+
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use matrix_sdk::config::SyncSettings;
+use matrix_sdk::ruma::events::reaction::ReactionEventContent;
+use matrix_sdk::ruma::events::relation::Annotation;
+use matrix_sdk::ruma::events::room::message::{
+    OriginalSyncRoomMessageEvent, RoomMessageEventContent,
+};
+use matrix_sdk::ruma::{OwnedEventId, OwnedUserId, UserId};
+use matrix_sdk::{Client, Room, RoomMemberships};
+use serde_json::{Value, json};
+use steward_protocol::EventRow;
+use tempfile::TempDir;
+
+use crate::model::{config, one_call, text_answer};
+use crate::scripted_model::ScriptedModel;
+use crate::support::TestDaemon;
+
+const PASSWORD: &str = "correct-horse-battery-staple";
+const PASSWORD_ENV: &str = "STEWARD_TEST_MATRIX_PASSWORD";
+const SHARED_PORT: u16 = 18008;
+
+/// Runs `tests/matrix/synapse.sh` with the instance of `port`.
+fn synapse(port: u16, args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/matrix/synapse.sh");
+    let output = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .env("STEWARD_SYNAPSE_PORT", port.to_string())
+        .env(
+            "STEWARD_SYNAPSE_DIR",
+            format!("/tmp/steward-synapse-{port}"),
+        )
+        .output()
+        .expect("run tests/matrix/synapse.sh");
+    assert!(
+        output.status.success(),
+        "synapse.sh {args:?} failed (it installs matrix-synapse from PyPI into a venv): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The shared Synapse, started once per test process.
+fn homeserver() -> String {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| synapse(SHARED_PORT, &["start"]));
+    format!("http://127.0.0.1:{SHARED_PORT}")
+}
+
+/// A fresh user name (tests share the server).
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        ulid::Ulid::generate().to_string().to_lowercase()
+    )
+}
+
+fn user_id(name: &str) -> OwnedUserId {
+    UserId::parse(format!("@{name}:localhost")).unwrap()
+}
+
+/// What a person's client saw: every message, decrypted.
+#[derive(Clone, Debug)]
+struct Seen {
+    event_id: String,
+    room: String,
+    sender: String,
+    body: String,
+    content: Value,
+}
+
+/// A person on the homeserver with their own client, device and keys, syncing.
+struct Person {
+    client: Client,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    _store: TempDir,
+}
+
+impl Person {
+    async fn new(url: &str, port: u16, name: &str) -> Self {
+        synapse(port, &["register", name, PASSWORD]);
+        let store = tempfile::tempdir().unwrap();
+        let client = Client::builder()
+            .homeserver_url(url)
+            .sqlite_store(store.path(), None)
+            .build()
+            .await
+            .unwrap();
+        client
+            .matrix_auth()
+            .login_username(name, PASSWORD)
+            .send()
+            .await
+            .unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let log = seen.clone();
+        client.add_event_handler(move |event: OriginalSyncRoomMessageEvent, room: Room| {
+            let log = log.clone();
+            async move {
+                log.lock().unwrap().push(Seen {
+                    event_id: event.event_id.to_string(),
+                    room: room.room_id().to_string(),
+                    sender: event.sender.to_string(),
+                    body: event.content.body().to_owned(),
+                    content: serde_json::to_value(&event.content).unwrap(),
+                });
+            }
+        });
+        client.sync_once(SyncSettings::default()).await.unwrap();
+        let syncing = client.clone();
+        // `sync` returns when the homeserver fails (the restart test stops it): go on.
+        tokio::spawn(async move {
+            loop {
+                let _ = syncing.sync(SyncSettings::default()).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        Self {
+            client,
+            seen,
+            _store: store,
+        }
+    }
+
+    fn seen_from(&self, sender: &OwnedUserId) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.sender == sender.as_str())
+            .cloned()
+            .collect()
+    }
+
+    /// Opens an encrypted direct room with `with` and waits until they joined.
+    async fn direct_room(&self, with: &OwnedUserId) -> Room {
+        let room = self.client.create_dm(with).await.unwrap();
+        wait_until(60, "the assistant joins the direct room", || async {
+            room.members(RoomMemberships::JOIN)
+                .await
+                .is_ok_and(|members| members.iter().any(|m| m.user_id() == with))
+        })
+        .await;
+        room
+    }
+
+    async fn say(&self, room: &Room, text: &str) -> OwnedEventId {
+        room.send(RoomMessageEventContent::text_plain(text))
+            .await
+            .unwrap()
+            .response
+            .event_id
+    }
+}
+
+async fn wait_until<F, Fut>(secs: u64, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn matrix_config(url: &str, bot: &str, owners: &[&OwnedUserId], extra: &str) -> String {
+    let owners: Vec<String> = owners.iter().map(|o| format!("{:?}", o.as_str())).collect();
+    format!(
+        "\n[matrix]\nhomeserver = \"{url}\"\nuser_id = \"@{bot}:localhost\"\npassword_env = \"{PASSWORD_ENV}\"\nowners = [{}]\n{extra}",
+        owners.join(", ")
+    )
+}
+
+fn start(config: &str) -> TestDaemon {
+    TestDaemon::start_with_env(config, &[(PASSWORD_ENV, PASSWORD)])
+}
+
+async fn wait_ready(daemon: &TestDaemon) {
+    wait_until(60, "the matrix channel is ready", || async {
+        daemon
+            .channel_state("matrix")
+            .await
+            .is_some_and(|s| s.starts_with("ready"))
+    })
+    .await;
+}
+
+async fn matrix_events(daemon: &TestDaemon) -> Vec<EventRow> {
+    daemon
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.channel.starts_with("matrix:"))
+        .collect()
+}
+
+/// Synapse, the owner, the assistant's account and a daemon with `script` as its model.
+async fn owner_and_daemon(
+    scripts: Vec<String>,
+    extra: &str,
+) -> (Person, OwnedUserId, TestDaemon, ScriptedModel) {
+    let url = homeserver();
+    let (owner_name, bot) = (unique("owner"), unique("steward"));
+    synapse(SHARED_PORT, &["register", &bot, PASSWORD]);
+    let owner = Person::new(&url, SHARED_PORT, &owner_name).await;
+    let owner_id = user_id(&owner_name);
+    let model = ScriptedModel::start(scripts, 4096);
+    let daemon =
+        start(&(config(model.port) + matrix_config(&url, &bot, &[&owner_id], extra).as_str()));
+    wait_ready(&daemon).await;
+    (owner, user_id(&bot), daemon, model)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_message_in_an_encrypted_dm_is_answered_there_once_threaded_to_it() {
+    let (owner, bot, daemon, model) =
+        owner_and_daemon(vec![text_answer("Hello, owner. **All** is well.")], "").await;
+    let room = owner.direct_room(&bot).await;
+    assert!(room.latest_encryption_state().await.unwrap().is_encrypted());
+    let asked = owner.say(&room, "How is everything?").await;
+    wait_until(60, "the answer arrives", || async {
+        !owner.seen_from(&bot).is_empty()
+    })
+    .await;
+    // Anything doubled would arrive within this.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let answers = owner.seen_from(&bot);
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    let answer = &answers[0];
+    assert_eq!(answer.room, room.room_id().as_str());
+    assert_eq!(answer.body, "Hello, owner. **All** is well.");
+    assert!(
+        answer.content["formatted_body"]
+            .as_str()
+            .is_some_and(|html| html.contains("<strong>All</strong>")),
+        "Markdown is rendered: {answer:#?}"
+    );
+    assert_eq!(
+        answer.content["m.relates_to"]["m.in_reply_to"]["event_id"],
+        asked.as_str(),
+        "threaded to the message: {answer:#?}"
+    );
+    // The message reached the model decrypted, as one owner event.
+    let request = model.requests()[0]["messages"].to_string();
+    assert!(request.contains("How is everything?"), "{request}");
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].trust, steward_events::Trust::Owner);
+    assert_eq!(events[0].sender, owner.client.user_id().unwrap().as_str());
+    // The answer was received encrypted (the SDK decrypted it for the owner).
+    let raw = room
+        .event(
+            &OwnedEventId::try_from(answer.event_id.as_str()).unwrap(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(raw.encryption_info().is_some(), "sent encrypted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reminder_fires_with_no_cli_open_and_arrives_in_the_dm() {
+    let (owner, bot, _daemon, _model) = owner_and_daemon(
+        vec![
+            one_call(
+                "call_cron",
+                "cron_create",
+                json!({"name": "stretch", "schedule": "at +3s", "text": "Remind the owner to stretch."}),
+            ),
+            text_answer("I will remind you in three seconds."),
+            text_answer("Reminder: time to stretch!"),
+        ],
+        "",
+    )
+    .await;
+    let room = owner.direct_room(&bot).await;
+    owner
+        .say(&room, "in three seconds remind me to stretch")
+        .await;
+    wait_until(60, "the reminder arrives", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "Reminder: time to stretch!")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = owner.seen_from(&bot);
+    let reminders: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.body == "Reminder: time to stretch!")
+        .collect();
+    assert_eq!(reminders.len(), 1, "{seen:#?}");
+    assert_eq!(reminders[0].room, room.room_id().as_str(), "in the DM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_confirmation_is_answered_by_reacting_and_runs_once() {
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let post = one_call(
+        "call_post",
+        "http_request",
+        json!({"method": "POST", "url": format!("http://127.0.0.1:{}/water", recorder.port), "body": "on"}),
+    );
+    let (owner, bot, _daemon, _model) = owner_and_daemon(
+        vec![
+            post,
+            text_answer("Asked you first."),
+            text_answer("Watered."),
+        ],
+        "\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+    )
+    .await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "water the plants").await;
+    wait_until(60, "the request for confirmation arrives", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body.contains("waits for your confirmation"))
+    })
+    .await;
+    let request = owner
+        .seen_from(&bot)
+        .into_iter()
+        .find(|s| s.body.contains("waits for your confirmation"))
+        .unwrap();
+    assert!(request.body.contains("react ✅"), "{request:#?}");
+    assert!(recorder.seen().is_empty(), "nothing ran before the answer");
+    let reaction = ReactionEventContent::new(Annotation::new(
+        OwnedEventId::try_from(request.event_id.as_str()).unwrap(),
+        "✅".to_owned(),
+    ));
+    room.send(reaction).await.unwrap();
+    wait_until(60, "the action runs", || async {
+        !recorder.seen().is_empty()
+    })
+    .await;
+    wait_until(60, "the outcome is told", || async {
+        owner.seen_from(&bot).iter().any(|s| {
+            s.body.contains("http_request")
+                && s.event_id != request.event_id
+                && !s.body.contains("waits")
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(recorder.seen().len(), 1, "ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_burst_loses_and_doubles_nothing_and_decryption_survives() {
+    let answers: Vec<String> = (0..400)
+        .map(|n| text_answer(&format!("answer number {n}")))
+        .collect();
+    let (owner, bot, daemon, _model) = owner_and_daemon(answers, "").await;
+    let room = owner.direct_room(&bot).await;
+    let mut sent = Vec::new();
+    let mut daemon = Some(daemon);
+    for n in 0..50 {
+        sent.push(owner.say(&room, &format!("burst message {n}")).await);
+        if n == 25 {
+            daemon.as_mut().unwrap().kill9();
+        }
+    }
+    let dir = daemon.take().unwrap().into_dir();
+    let daemon = TestDaemon::start_in_with_env(dir, &[(PASSWORD_ENV, PASSWORD)]);
+    wait_ready(&daemon).await;
+    wait_until(120, "all 50 messages are events", || async {
+        matrix_events(&daemon).await.len() >= 50
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 50, "each message exactly one event");
+    for n in 0..50 {
+        let text = format!("burst message {n}");
+        assert_eq!(
+            events.iter().filter(|e| e.text == text).count(),
+            1,
+            "{text}: {events:#?}"
+        );
+    }
+    // Every answer the outbox holds arrives, each once.
+    wait_until(120, "every answer is delivered", || async {
+        let outbox = daemon.cli(&["outbox", "--json"]);
+        let lines: Vec<Value> = String::from_utf8_lossy(&outbox.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let answers: Vec<&Value> = lines.iter().filter(|m| m["kind"] == "answer").collect();
+        !answers.is_empty()
+            && answers
+                .iter()
+                .all(|m| m["delivered"].get("matrix").is_some())
+            && daemon_idle(&daemon)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = owner.seen_from(&bot);
+    let mut bodies: Vec<&str> = seen.iter().map(|s| s.body.as_str()).collect();
+    bodies.sort();
+    let total = bodies.len();
+    bodies.dedup();
+    assert_eq!(bodies.len(), total, "an answer shown twice: {seen:#?}");
+    // Still decrypting after the crash.
+    let before = owner.seen_from(&bot).len();
+    owner.say(&room, "one more after the crash").await;
+    wait_until(60, "the new message is answered", || async {
+        owner.seen_from(&bot).len() > before
+    })
+    .await;
+    assert!(
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .any(|e| e.text == "one more after the crash")
+    );
+}
+
+/// No event is waiting to be merged.
+fn daemon_idle(daemon: &TestDaemon) -> bool {
+    let output = daemon.cli(&["events", "--state", "pending", "--json"]);
+    String::from_utf8_lossy(&output.stdout).trim().is_empty()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_unlisted_rooms_and_unmentioned_group_chatter_change_nothing() {
+    let url = homeserver();
+    let (owner_name, bot_name, stranger_name) =
+        (unique("owner"), unique("steward"), unique("stranger"));
+    synapse(SHARED_PORT, &["register", &bot_name, PASSWORD]);
+    let owner = Person::new(&url, SHARED_PORT, &owner_name).await;
+    let stranger = Person::new(&url, SHARED_PORT, &stranger_name).await;
+    let (owner_id, bot, stranger_id) = (
+        user_id(&owner_name),
+        user_id(&bot_name),
+        user_id(&stranger_name),
+    );
+    // A group room the owner lists, made before the daemon starts.
+    let listed = owner.client.create_dm(&bot).await.unwrap();
+    listed.invite_user_by_id(&stranger_id).await.unwrap();
+    let model = ScriptedModel::start(vec![text_answer("Yes, in the group.")], 4096);
+    let daemon = start(
+        &(config(model.port)
+            + matrix_config(
+                &url,
+                &bot_name,
+                &[&owner_id],
+                &format!("rooms = [\"{}\"]\n", listed.room_id()),
+            )
+            .as_str()),
+    );
+    wait_ready(&daemon).await;
+    // The stranger's invite is declined and recorded.
+    let strangers_room = stranger.client.create_dm(&bot).await.unwrap();
+    wait_until(60, "the stranger's invite is recorded", || async {
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .any(|e| e.state == "rejected" && e.text.contains(strangers_room.room_id().as_str()))
+    })
+    .await;
+    // The listed group: the stranger joins, then chatter without a mention.
+    let joined = stranger
+        .client
+        .join_room_by_id(listed.room_id())
+        .await
+        .unwrap();
+    wait_until(60, "the assistant is in the group", || async {
+        listed
+            .members(RoomMemberships::JOIN)
+            .await
+            .is_ok_and(|m| m.len() == 3)
+    })
+    .await;
+    stranger.say(&joined, "steward, do something for me").await;
+    owner.say(&listed, "just chatting with a friend").await;
+    owner
+        .say(&listed, &format!("{} are you there?", bot.as_str()))
+        .await;
+    wait_until(60, "the mention is answered", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "Yes, in the group.")
+    })
+    .await;
+    // An unlisted group the owner made: refused.
+    let unlisted = owner.client.create_dm(&bot).await.unwrap();
+    unlisted.invite_user_by_id(&stranger_id).await.unwrap();
+    stranger
+        .client
+        .join_room_by_id(unlisted.room_id())
+        .await
+        .ok();
+    wait_until(60, "the assistant joins the unlisted room", || async {
+        unlisted
+            .members(RoomMemberships::JOIN)
+            .await
+            .is_ok_and(|m| m.iter().any(|m| m.user_id() == bot))
+    })
+    .await;
+    wait_until(30, "the stranger is in the unlisted room", || async {
+        unlisted
+            .members(RoomMemberships::JOIN)
+            .await
+            .is_ok_and(|m| m.len() == 3)
+    })
+    .await;
+    owner
+        .say(&unlisted, &format!("{} here?", bot.as_str()))
+        .await;
+    wait_until(60, "the unlisted room's message is refused", || async {
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .any(|e| e.text.ends_with(" here?"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = matrix_events(&daemon).await;
+    let states: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.state.as_str(), e.text.as_str()))
+        .collect();
+    let taken: Vec<&EventRow> = events.iter().filter(|e| e.state != "rejected").collect();
+    assert_eq!(
+        taken.len(),
+        1,
+        "only the owner's mention is taken: {states:#?}"
+    );
+    assert!(taken[0].text.contains("are you there?"));
+    let rejected = events.iter().filter(|e| e.state == "rejected").count();
+    assert_eq!(
+        rejected, 3,
+        "the invite, the stranger, the unlisted room: {states:#?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.text.contains("just chatting")),
+        "chatter is not an event"
+    );
+    assert_eq!(model.requests().len(), 1, "one model call, for the mention");
+    let answers = owner.seen_from(&bot);
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_homeserver_restart_is_ridden_out_without_loss() {
+    // Its own Synapse: stopping the shared one would break the other tests.
+    const PORT: u16 = 18009;
+    synapse(PORT, &["start"]);
+    let url = format!("http://127.0.0.1:{PORT}");
+    let (owner_name, bot_name) = (unique("owner"), unique("steward"));
+    synapse(PORT, &["register", &bot_name, PASSWORD]);
+    let owner = Person::new(&url, PORT, &owner_name).await;
+    let (owner_id, bot) = (user_id(&owner_name), user_id(&bot_name));
+    let model = ScriptedModel::start(
+        vec![text_answer("First answer."), text_answer("Second answer.")],
+        4096,
+    );
+    let daemon =
+        start(&(config(model.port) + matrix_config(&url, &bot_name, &[&owner_id], "").as_str()));
+    wait_ready(&daemon).await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "before the restart").await;
+    wait_until(60, "the first answer", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "First answer.")
+    })
+    .await;
+    synapse(PORT, &["stop"]);
+    wait_until(120, "the channel backs off", || async {
+        daemon
+            .channel_state("matrix")
+            .await
+            .is_some_and(|s| s.starts_with("backoff"))
+    })
+    .await;
+    synapse(PORT, &["start"]);
+    wait_ready(&daemon).await;
+    owner.say(&room, "after the restart").await;
+    wait_until(120, "the second answer", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "Second answer.")
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 2, "{events:#?}");
+    synapse(PORT, &["stop"]);
+}
