@@ -45,6 +45,25 @@ pub enum MatrixLogin {
     AccessToken(SecretSource),
 }
 
+impl MatrixLogin {
+    /// Where the secret is read from.
+    pub fn secret(&self) -> &SecretSource {
+        match self {
+            Self::Password(secret) | Self::AccessToken(secret) => secret,
+        }
+    }
+
+    /// The config key that names it (`matrix.password_env`, …).
+    pub fn key(&self) -> &'static str {
+        match (self, self.secret()) {
+            (Self::Password(_), SecretSource::Env(_)) => "matrix.password_env",
+            (Self::Password(_), SecretSource::File(_)) => "matrix.password_file",
+            (Self::AccessToken(_), SecretSource::Env(_)) => "matrix.access_token_env",
+            (Self::AccessToken(_), SecretSource::File(_)) => "matrix.access_token_file",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatrixConfig {
     /// The homeserver's base URL, without a trailing `/`.

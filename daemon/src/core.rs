@@ -215,6 +215,24 @@ pub(crate) fn check_features(config: &Config) -> Result<(), ConfigProblem> {
     Ok(())
 }
 
+/// Reads the Matrix account's password or token: a missing one is a problem naming its key.
+pub(crate) fn read_matrix_secret(config: &Config) -> Result<(), ConfigProblem> {
+    let Some(matrix) = &config.matrix else {
+        return Ok(());
+    };
+    match matrix.login.secret().read() {
+        Ok(secret) if !secret.is_empty() => Ok(()),
+        Ok(_) => Err(ConfigProblem {
+            key: matrix.login.key().to_owned(),
+            message: "the secret is empty".into(),
+        }),
+        Err(message) => Err(ConfigProblem {
+            key: matrix.login.key().to_owned(),
+            message,
+        }),
+    }
+}
+
 /// Reads every webhook route's secret: a missing one is a problem naming the route.
 pub(crate) fn read_route_secrets(config: &Config) -> Result<(), ConfigProblem> {
     for (index, route) in config.webhook_routes.iter().enumerate() {
@@ -288,6 +306,7 @@ impl Core {
         config_file: Option<&std::path::Path>,
     ) -> anyhow::Result<Self> {
         check_features(config)?;
+        read_matrix_secret(config)?;
         owner_zone(config)?;
         let files = file_access(config, workspace)?;
         if let Some(from) = crate::store::schema::migrate(&store)? {

@@ -81,15 +81,15 @@ pub async fn run(
         watches: owner.watches.clone(),
         status,
         pipeline: owner.shared.confirmations.pipeline.clone(),
-        #[cfg(any(feature = "http", feature = "email"))]
+        #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
         supervisor: supervisor.clone(),
-        #[cfg(any(feature = "http", feature = "email"))]
+        #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
         data_dir,
-        #[cfg(feature = "http")]
+        #[cfg(any(feature = "http", feature = "matrix"))]
         owner,
         #[cfg(feature = "email")]
         email,
-        #[cfg(feature = "email")]
+        #[cfg(any(feature = "email", feature = "matrix"))]
         store: store.clone(),
     };
     let faulted = loop {

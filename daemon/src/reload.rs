@@ -5,7 +5,8 @@
 //! - Restarted: the HTTP server when `[http]`, webhook routes or `[senders]` changed (the
 //!   new routes and secrets are checked first; if the new server cannot bind, the previous
 //!   one is started again), and the email channel when `[email]` changed (the new account
-//!   is checked first; the email tools switch to it at the same time).
+//!   is checked first; the email tools switch to it at the same time), and the Matrix
+//!   channel when `[matrix]` changed, was added or removed (its secret is read first).
 //! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
 //!   dispatcher, owner, lanes, model, urgency, tool selection, MCP), and email added or
 //!   removed.
@@ -23,12 +24,12 @@ use crate::channels::timer::control::Scheduler;
 use crate::channels::watch::set::WatchSet;
 use crate::core::{cron_specs, policy_rule};
 use crate::notify;
-#[cfg(feature = "http")]
+#[cfg(any(feature = "http", feature = "matrix"))]
 use crate::owner::OwnerApi;
 use crate::status::{ConfigState, StatusBoard};
-#[cfg(feature = "email")]
+#[cfg(any(feature = "email", feature = "matrix"))]
 use crate::store::Store;
-#[cfg(any(feature = "http", feature = "email"))]
+#[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
 use crate::supervisor::Supervisor;
 
 /// Everything a reload touches.
@@ -44,14 +45,14 @@ pub struct Reloader {
     pub watches: WatchSet,
     pub status: Arc<StatusBoard>,
     pub pipeline: ToolPipeline,
-    /// What restarts channels (HTTP, email).
-    #[cfg(any(feature = "http", feature = "email"))]
+    /// What restarts channels (HTTP, email, Matrix).
+    #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
     pub supervisor: Supervisor,
-    #[cfg(any(feature = "http", feature = "email"))]
+    #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
     pub data_dir: PathBuf,
-    #[cfg(feature = "http")]
+    #[cfg(any(feature = "http", feature = "matrix"))]
     pub owner: OwnerApi,
-    #[cfg(feature = "email")]
+    #[cfg(any(feature = "email", feature = "matrix"))]
     pub store: Store,
     /// The email account, when the daemon started with `[email]`.
     #[cfg(feature = "email")]
@@ -96,6 +97,12 @@ impl Reloader {
         if http_changed {
             crate::core::read_route_secrets(&config)?;
         }
+        #[cfg(feature = "matrix")]
+        let matrix_changed = self.live.matrix != config.matrix;
+        #[cfg(feature = "matrix")]
+        if matrix_changed {
+            crate::core::read_matrix_secret(&config)?;
+        }
         #[cfg(feature = "email")]
         let new_email = match (&config.email, &self.email, self.live.email != config.email) {
             (Some(email), Some(_), true) => Some(crate::core::email_parts(email)?),
@@ -115,7 +122,33 @@ impl Reloader {
         if let Some(parts) = new_email {
             self.restart_email(parts, &config).await?;
         }
+        #[cfg(feature = "matrix")]
+        if matrix_changed {
+            self.restart_matrix(&config).await?;
+        }
         Ok(self.restart_needed(&config))
+    }
+
+    /// Stops the Matrix channel and starts it on the new section (if any is left).
+    #[cfg(feature = "matrix")]
+    async fn restart_matrix(&mut self, config: &Config) -> anyhow::Result<()> {
+        use crate::channels::matrix;
+        self.supervisor.stop(matrix::CHANNEL).await;
+        if let Some(section) = &config.matrix {
+            matrix::start(
+                section,
+                &self.supervisor,
+                &self.store,
+                &self.data_dir,
+                &self.owner,
+            )?;
+        }
+        info!(
+            running = config.matrix.is_some(),
+            "SIGHUP: the Matrix channel restarted with its new section"
+        );
+        self.live.matrix = config.matrix.clone();
+        Ok(())
     }
 
     /// Restarts the HTTP server with the new routes; if it cannot start, the previous one

@@ -15,6 +15,7 @@ use matrix_sdk::ruma::events::relation::Annotation;
 use matrix_sdk::ruma::events::room::message::{
     OriginalSyncRoomMessageEvent, RoomMessageEventContent,
 };
+use matrix_sdk::ruma::events::typing::SyncTypingEvent;
 use matrix_sdk::ruma::{OwnedEventId, OwnedUserId, UserId};
 use matrix_sdk::{Client, Room, RoomMemberships};
 use serde_json::{Value, json};
@@ -82,6 +83,8 @@ struct Seen {
 struct Person {
     client: Client,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Every typing notice: who was typing, as the room said.
+    typing: Arc<Mutex<Vec<Vec<String>>>>,
     _store: TempDir,
 }
 
@@ -115,6 +118,20 @@ impl Person {
                 });
             }
         });
+        let typing: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let notices = typing.clone();
+        client.add_event_handler(move |event: SyncTypingEvent| {
+            let notices = notices.clone();
+            async move {
+                let who = event
+                    .content
+                    .user_ids
+                    .iter()
+                    .map(|u| u.to_string())
+                    .collect();
+                notices.lock().unwrap().push(who);
+            }
+        });
         client.sync_once(SyncSettings::default()).await.unwrap();
         let syncing = client.clone();
         // `sync` returns when the homeserver fails (the restart test stops it): go on.
@@ -127,6 +144,7 @@ impl Person {
         Self {
             client,
             seen,
+            typing,
             _store: store,
         }
     }
@@ -267,6 +285,37 @@ async fn the_owners_message_in_an_encrypted_dm_is_answered_there_once_threaded_t
         .await
         .unwrap();
     assert!(raw.encryption_info().is_some(), "sent encrypted");
+
+    // `steward doctor` checks the saved session, and the store once the daemon let it go.
+    let running = doctor(&daemon);
+    assert!(
+        running.contains("the running daemon holds the store"),
+        "{running}"
+    );
+    let mut daemon = daemon;
+    assert!(daemon.terminate().success());
+    let stopped = doctor(&daemon);
+    assert!(stopped.contains("the store holds its keys"), "{stopped}");
+}
+
+/// `steward doctor --json`'s Matrix check (its detail), asserted passing.
+fn doctor(daemon: &TestDaemon) -> String {
+    let output = Command::new(crate::support::BIN)
+        .args(crate::support::common_args(daemon.path()))
+        .args(["doctor", "--json"])
+        .env(PASSWORD_ENV, PASSWORD)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "matrix")
+        .cloned()
+        .unwrap_or_else(|| panic!("no matrix check: {report}"));
+    assert_eq!(check["status"], "pass", "{check}");
+    check["detail"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -602,4 +651,77 @@ async fn a_homeserver_restart_is_ridden_out_without_loss() {
     let events = matrix_events(&daemon).await;
     assert_eq!(events.len(), 2, "{events:#?}");
     synapse(PORT, &["stop"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_and_redactions_are_recorded_not_run_and_unverified_devices_are_untrusted() {
+    let (owner, bot, daemon, model) = owner_and_daemon(
+        vec![text_answer("Taken."), text_answer("Should not be needed.")],
+        "require_verified_devices = true\n",
+    )
+    .await;
+    let room = owner.direct_room(&bot).await;
+    let first = owner.say(&room, "the first version").await;
+    wait_until(60, "the answer", || async {
+        !owner.seen_from(&bot).is_empty()
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(
+        events[0].trust,
+        steward_events::Trust::Untrusted,
+        "an unverified device of the owner is untrusted"
+    );
+    assert!(events[0].sender.contains("owner"), "{events:#?}");
+    let edit = RoomMessageEventContent::text_plain("* the second version").make_replacement(
+        matrix_sdk::ruma::events::room::message::ReplacementMetadata::new(first.clone(), None),
+    );
+    room.send(edit).await.unwrap();
+    room.redact(&first, Some("never mind"), None).await.unwrap();
+    wait_until(60, "the edit and the redaction are recorded", || async {
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .filter(|e| e.state == "handled")
+            .count()
+            == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = matrix_events(&daemon).await;
+    let handled: Vec<&EventRow> = events.iter().filter(|e| e.state == "handled").collect();
+    assert!(
+        handled.iter().any(|e| e.text.starts_with("an edit of"))
+            && handled.iter().any(|e| e.text.starts_with("a redaction of")),
+        "{handled:#?}"
+    );
+    assert_eq!(model.requests().len(), 1, "nothing was run again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_assistant_types_while_a_step_works_and_stops_when_it_ends() {
+    // The model holds its answer past the daemon's model timeout (10 s): the step works,
+    // then fails.
+    let slow = text_answer("too late").replacen("data: ", "<<PAUSE>>data: ", 1);
+    let (owner, bot, _daemon, _model) =
+        owner_and_daemon(vec![slow.clone(), slow.clone(), slow], "").await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "take your time").await;
+    let typing_now = || {
+        owner
+            .typing
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|who| who.contains(&bot.to_string()))
+    };
+    wait_until(30, "the assistant is shown typing", || async {
+        typing_now()
+    })
+    .await;
+    // Renewed while the step works: still typing after the first notice would have lapsed.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(typing_now(), "the notice is renewed while the step works");
+    wait_until(60, "the notice is cleared", || async { !typing_now() }).await;
 }

@@ -309,6 +309,22 @@ async fn email_checks(config: &Config) -> Vec<Check> {
     vec![imap, smtp]
 }
 
+/// The Matrix account: its session, the homeserver, the store (see
+/// `channels::matrix::session::Account::diagnose`).
+#[cfg(feature = "matrix")]
+async fn matrix_check(config: &Config, data_dir: &Path, running: bool) -> Option<Check> {
+    let matrix = config.matrix.as_ref()?;
+    let account = crate::channels::matrix::session::Account::new(matrix.clone(), data_dir);
+    Some(match account.diagnose(running).await {
+        Ok(detail) => pass("matrix", detail),
+        Err(e) => fail(
+            "matrix",
+            format!("{e:#}"),
+            "check matrix.homeserver, matrix.user_id and the password or token",
+        ),
+    })
+}
+
 async fn model_check(config: &Config) -> Check {
     let model = &config.model;
     if model.provider == ModelProvider::None {
@@ -538,6 +554,8 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
         checks.extend(port_check(config, running));
         #[cfg(feature = "email")]
         checks.extend(email_checks(config).await);
+        #[cfg(feature = "matrix")]
+        checks.extend(matrix_check(config, &ctx.data_dir, running).await);
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));
         checks.push(disk_check(config, &ctx.data_dir));

@@ -179,6 +179,58 @@ impl Account {
         Ok(client)
     }
 
+    /// `steward doctor`: the homeserver answers, the saved session is still valid, and —
+    /// when the daemon does not hold it (`store_in_use`) — the store opens and holds that
+    /// device's keys. Never logs in: a new device would be an orphan. What was found, or
+    /// what is wrong.
+    pub async fn diagnose(&self, store_in_use: bool) -> anyhow::Result<String> {
+        self.config
+            .login
+            .secret()
+            .read()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.config.login.key()))?;
+        let Some(saved) = self.saved()? else {
+            let probe = Client::builder()
+                .homeserver_url(&self.config.homeserver)
+                .build()
+                .await?;
+            probe
+                .server_versions()
+                .await
+                .context("the homeserver does not answer")?;
+            return Ok(format!(
+                "{} answers; not logged in yet (the daemon logs in as a new device at its first start)",
+                self.config.homeserver
+            ));
+        };
+        let device = saved.session.meta.device_id.to_string();
+        let client = if store_in_use {
+            Client::builder()
+                .homeserver_url(&self.config.homeserver)
+                .build()
+                .await?
+        } else {
+            self.client().await?
+        };
+        client
+            .restore_session(saved.session)
+            .await
+            .context("the store does not match the saved session")?;
+        let who = client
+            .whoami()
+            .await
+            .context("the homeserver refused the saved session")?;
+        let store = if store_in_use {
+            "the running daemon holds the store"
+        } else {
+            "the store holds its keys"
+        };
+        Ok(format!(
+            "logged in as {} (device {device}); {store}",
+            who.user_id
+        ))
+    }
+
     /// The session of an access token: its own user and device.
     async fn token_session(&self, token: String) -> anyhow::Result<MatrixSession> {
         let probe = Client::builder()
