@@ -364,7 +364,7 @@ fn retention_days(
 }
 
 /// The owner channels `[owner.deliver]` may name: those that push owner messages.
-const OWNER_CHANNELS: [&str; 3] = ["socket", "http", "email"];
+const OWNER_CHANNELS: [&str; 4] = ["socket", "http", "email", "matrix"];
 
 fn delivery_rules(
     raw: &std::collections::BTreeMap<String, Vec<Spanned<String>>>,

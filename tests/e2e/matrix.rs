@@ -725,3 +725,39 @@ async fn the_assistant_types_while_a_step_works_and_stops_when_it_ends() {
     assert!(typing_now(), "the notice is renewed while the step works");
     wait_until(60, "the notice is cleared", || async { !typing_now() }).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_direct_room_yet_the_assistant_opens_one_and_the_owner_reads_it() {
+    let (owner, bot, daemon, _model) = owner_and_daemon(Vec::new(), "").await;
+    let call = daemon.cli(&[
+        "tools",
+        "call",
+        "notify_owner",
+        "--args",
+        r#"{"text":"the backup finished"}"#,
+    ]);
+    assert!(call.status.success(), "{call:?}");
+    wait_until(60, "the assistant invites the owner", || async {
+        !owner.client.invited_rooms().is_empty()
+    })
+    .await;
+    let invited = owner.client.invited_rooms().remove(0);
+    let inviter = invited.invite_details().await.unwrap().inviter_id;
+    assert_eq!(inviter, bot);
+    invited.join().await.unwrap();
+    wait_until(60, "the notice is read in the new room", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "the backup finished" && s.room == invited.room_id().as_str())
+    })
+    .await;
+    assert!(
+        invited
+            .latest_encryption_state()
+            .await
+            .unwrap()
+            .is_encrypted(),
+        "the room the assistant opens is encrypted"
+    );
+}

@@ -8,15 +8,15 @@
 #
 # Synapse is installed into ${CARGO_TARGET_DIR:-target}/synapse-venv (about 60 s the first
 # time), serves the client API at http://127.0.0.1:${STEWARD_SYNAPSE_PORT:-18008} with server name `localhost`, keeps
-# its SQLite database in $STEWARD_SYNAPSE_DIR (default /tmp/steward-synapse), and has its
+# its SQLite database in $STEWARD_SYNAPSE_DIR (default /tmp/steward-synapse-PORT), and has its
 # rate limits raised so that tests may send bursts. Each test registers its own users.
 # STEWARD_SYNAPSE_PORT and STEWARD_SYNAPSE_DIR run a second one (the restart test's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-DIR=${STEWARD_SYNAPSE_DIR:-/tmp/steward-synapse}
 VENV=${STEWARD_SYNAPSE_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/synapse-venv}
 PORT=${STEWARD_SYNAPSE_PORT:-18008}
+DIR=${STEWARD_SYNAPSE_DIR:-/tmp/steward-synapse-$PORT}
 URL="http://127.0.0.1:$PORT"
 
 status() { curl -fsS -o /dev/null "$URL/_matrix/client/versions" 2>/dev/null; }
