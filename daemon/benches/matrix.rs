@@ -17,12 +17,12 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use matrix_sdk::Client;
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::UserId;
 use matrix_sdk::ruma::events::room::message::{
     OriginalSyncRoomMessageEvent, RoomMessageEventContent,
 };
+use matrix_sdk::{Client, RoomMemberships};
 use serde_json::Value;
 
 mod support;
@@ -121,9 +121,12 @@ async fn main() {
         spawn_daemon(dir.path(), &config, &[("BENCH_MATRIX_PASSWORD", PASSWORD)]);
     println!("start to READY with [matrix]: {}", ms(ready));
     let room = owner.create_dm(&bot).await.unwrap();
-    while room.joined_members_count() < 2 {
+    while !room
+        .members(RoomMemberships::JOIN)
+        .await
+        .is_ok_and(|members| members.iter().any(|m| m.user_id() == bot))
+    {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let _ = room.sync_members().await;
     }
 
     // Message in → event durable.
@@ -162,6 +165,7 @@ async fn main() {
         }
     }
     let _ = follow.kill();
+    let _ = follow.wait();
     summary(
         "message in -> event durable (seen by events --follow)",
         inbound,

@@ -701,11 +701,11 @@ async fn edits_and_redactions_are_recorded_not_run_and_unverified_devices_are_un
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_assistant_types_while_a_step_works_and_stops_when_it_ends() {
-    // The model holds its answer past the daemon's model timeout (10 s): the step works,
-    // then fails.
+    // The model holds its first answer past the daemon's model timeout (10 s); the retry
+    // answers at once: the step works for about ten seconds, then ends.
     let slow = text_answer("too late").replacen("data: ", "<<PAUSE>>data: ", 1);
     let (owner, bot, _daemon, _model) =
-        owner_and_daemon(vec![slow.clone(), slow.clone(), slow], "").await;
+        owner_and_daemon(vec![slow, text_answer("Done at last.")], "").await;
     let room = owner.direct_room(&bot).await;
     owner.say(&room, "take your time").await;
     let typing_now = || {
@@ -723,7 +723,14 @@ async fn the_assistant_types_while_a_step_works_and_stops_when_it_ends() {
     // Renewed while the step works: still typing after the first notice would have lapsed.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(typing_now(), "the notice is renewed while the step works");
-    wait_until(60, "the notice is cleared", || async { !typing_now() }).await;
+    wait_until(120, "the answer", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "Done at last.")
+    })
+    .await;
+    wait_until(30, "the notice is cleared", || async { !typing_now() }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -759,5 +766,68 @@ async fn with_no_direct_room_yet_the_assistant_opens_one_and_the_owner_reads_it(
             .unwrap()
             .is_encrypted(),
         "the room the assistant opens is encrypted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_saying_no_to_a_request_denies_it_and_nothing_runs() {
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let post = one_call(
+        "call_post",
+        "http_request",
+        json!({"method": "POST", "url": format!("http://127.0.0.1:{}/water", recorder.port), "body": "on"}),
+    );
+    let (owner, bot, daemon, model) = owner_and_daemon(
+        vec![
+            post,
+            text_answer("Asked you first."),
+            text_answer("Understood."),
+        ],
+        "\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+    )
+    .await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "water the plants").await;
+    wait_until(60, "the request for confirmation arrives", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body.contains("waits for your confirmation"))
+    })
+    .await;
+    let request = owner
+        .seen_from(&bot)
+        .into_iter()
+        .find(|s| s.body.contains("waits for your confirmation"))
+        .unwrap();
+    let calls_before = model.requests().len();
+    room.send_raw(
+        "m.room.message",
+        json!({"msgtype": "m.text", "body": "no too risky",
+            "m.relates_to": {"m.in_reply_to": {"event_id": request.event_id}}}),
+    )
+    .await
+    .unwrap();
+    wait_until(60, "the denial is told", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body.to_lowercase().contains("denied"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(recorder.seen().is_empty(), "a denied action never runs");
+    let handled: Vec<EventRow> = matrix_events(&daemon)
+        .await
+        .into_iter()
+        .filter(|e| e.state == "handled")
+        .collect();
+    assert_eq!(handled.len(), 1, "the answer is recorded: {handled:#?}");
+    let requests = model.requests();
+    assert!(
+        !requests[calls_before..]
+            .iter()
+            .any(|r| r["messages"].to_string().contains("no too risky")),
+        "the answer is not a message for the model"
     );
 }

@@ -52,6 +52,24 @@ pub fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// `STEWARD_BENCH_RUST_LOG`: the daemon's log filter when a figure needs explaining
+/// (default `error`: logging costs time).
+fn log_filter() -> String {
+    std::env::var("STEWARD_BENCH_RUST_LOG").unwrap_or_else(|_| "error".into())
+}
+
+/// `STEWARD_BENCH_DAEMON_LOG=FILE`: where the daemons' logs go, appended (default nowhere).
+fn daemon_log() -> Stdio {
+    match std::env::var_os("STEWARD_BENCH_DAEMON_LOG") {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_or_else(|_| Stdio::null(), Stdio::from),
+        None => Stdio::null(),
+    }
+}
+
 /// Starts the real binary on `dir` with `config` written to `dir/config.toml` and `env`
 /// set; returns once it reported READY=1, with the time that took.
 pub fn spawn_daemon(dir: &Path, config: &str, env: &[(&str, &str)]) -> (Child, Duration) {
@@ -70,11 +88,11 @@ pub fn spawn_daemon(dir: &Path, config: &str, env: &[(&str, &str)]) -> (Child, D
         .arg(dir.join("config.toml"))
         .arg("run")
         .env("NOTIFY_SOCKET", &notify_path)
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", log_filter())
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(daemon_log())
         .spawn()
         .unwrap();
     wait_ready(&notify).expect("READY=1");

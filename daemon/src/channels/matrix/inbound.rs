@@ -37,7 +37,6 @@ use steward_events::{
     Admission, ChatMessage, ChatRules, Event, EventState, Payload, RoomFacts, Sender,
     SenderDecision, SenderPolicy, Source, Trust, Unknown, admit,
 };
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::parse::{Incoming, Message, parse};
@@ -46,7 +45,7 @@ use super::typing::Typing;
 use super::{CHANNEL, reply_to};
 use crate::channels::ChannelHealth;
 use crate::channels::context::{ChannelContext, Down};
-use crate::owner::{OwnerApi, Sent};
+use crate::owner::{OwnerApi, OwnerError, Sent};
 use steward_config::MatrixConfig;
 
 /// How long the server may hold a sync open.
@@ -391,15 +390,11 @@ impl Inbound<'_> {
     }
 
     /// Hands a taken message to the owner API: an owner's command is answered at once,
-    /// anything else becomes an event (and the room shows the assistant typing).
+    /// anything else becomes an event (and the room shows the assistant typing). A message
+    /// that could not be stored (shutdown, storage) fails the session, so that the sync
+    /// position stays before it and it is read again.
     async fn submit(&self, room: &Room, message: &Message, event: Event) -> Result<(), Down> {
-        let never = CancellationToken::new();
-        let shutdown = self.cx.shutdown();
-        let sent = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            sent = self.owner.take(event, &never) => sent,
-        };
-        let said = match sent {
+        let said = match self.owner.take(event, self.cx.shutdown()).await {
             Ok(Sent::Accepted {
                 event_id,
                 duplicate_of: None,
@@ -411,6 +406,11 @@ impl Inbound<'_> {
             Ok(Sent::Said(text)) => text,
             Ok(Sent::Answered(row)) => super::answered_text(&row),
             Ok(Sent::Rejected { reason, .. }) => format!("Not taken: {reason}"),
+            Err(OwnerError::Unavailable(why)) => {
+                return Err(Down::Failed(format!(
+                    "a message could not be stored: {why}"
+                )));
+            }
             Err(e) => format!("Nothing was done: {e}"),
         };
         let reply = super::Reply {
