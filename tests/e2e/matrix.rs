@@ -831,3 +831,100 @@ async fn a_reply_saying_no_to_a_request_denies_it_and_nothing_runs() {
         "the answer is not a message for the model"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_sent_while_the_daemon_was_down_is_taken_even_past_the_timeline_limit() {
+    // More than a sync's timeline holds (100 per room): the cut timeline is filled in.
+    let answers: Vec<String> = (0..400)
+        .map(|n| text_answer(&format!("reply {n}")))
+        .collect();
+    let (owner, bot, mut daemon, _model) = owner_and_daemon(answers, "").await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "before going down").await;
+    wait_until(60, "the first is taken", || async {
+        matrix_events(&daemon).await.len() == 1
+    })
+    .await;
+    daemon.kill9();
+    for n in 0..130 {
+        owner.say(&room, &format!("while down {n}")).await;
+    }
+    let daemon = TestDaemon::start_in_with_env(daemon.into_dir(), &[(PASSWORD_ENV, PASSWORD)]);
+    wait_until(120, "every message is an event", || async {
+        matrix_events(&daemon).await.len() >= 131
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 131, "nothing lost, nothing twice");
+    for n in 0..130 {
+        let text = format!("while down {n}");
+        assert_eq!(
+            events.iter().filter(|e| e.text == text).count(),
+            1,
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_encryption_off_an_encrypted_room_is_refused_and_a_long_answer_comes_in_parts() {
+    let long: String = (0..1200)
+        .map(|n| format!("line {n:04} of a long answer\n"))
+        .collect();
+    let (owner, bot, daemon, _model) =
+        owner_and_daemon(vec![text_answer(&long)], "e2ee = false\n").await;
+    // An encrypted DM: refused, nothing is sent back into it.
+    let encrypted = owner.direct_room(&bot).await;
+    owner.say(&encrypted, "can you read this?").await;
+    wait_until(60, "the encrypted message is refused", || async {
+        matrix_events(&daemon).await.iter().any(|e| {
+            e.state == "rejected" && e.detail.as_deref().is_some_and(|d| d.contains("e2ee"))
+        })
+    })
+    .await;
+    // A plain room: taken, and the 34 KB answer arrives in parts, in order, whole.
+    let request = matrix_sdk::ruma::api::client::room::create_room::v3::Request::new();
+    let plain = owner.client.create_room(request).await.unwrap();
+    plain.invite_user_by_id(&bot).await.unwrap();
+    wait_until(60, "the assistant joins the plain room", || async {
+        plain
+            .members(RoomMemberships::JOIN)
+            .await
+            .is_ok_and(|m| m.iter().any(|m| m.user_id() == bot))
+    })
+    .await;
+    owner.say(&plain, "tell me everything").await;
+    wait_until(60, "the whole answer arrives", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.room == plain.room_id().as_str() && s.body.contains("line 1199"))
+    })
+    .await;
+    let parts: Vec<Seen> = owner
+        .seen_from(&bot)
+        .into_iter()
+        .filter(|s| s.room == plain.room_id().as_str())
+        .collect();
+    assert!(parts.len() >= 3, "split into parts: {}", parts.len());
+    assert!(parts.iter().all(|p| p.body.len() <= 16_000));
+    let whole: String = parts
+        .iter()
+        .map(|p| p.body.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for n in [0, 600, 1199] {
+        assert!(
+            whole.contains(&format!("line {n:04} of a long answer")),
+            "line {n}"
+        );
+    }
+    assert!(
+        owner
+            .seen_from(&bot)
+            .iter()
+            .all(|s| s.room != encrypted.room_id().as_str()),
+        "nothing went back into the encrypted room"
+    );
+}
