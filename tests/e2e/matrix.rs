@@ -928,3 +928,80 @@ async fn with_encryption_off_an_encrypted_room_is_refused_and_a_long_answer_come
         "nothing went back into the encrypted room"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_token_logs_in_as_its_own_device_and_a_revoked_password_session_logs_in_anew() {
+    let url = homeserver();
+    let (owner_name, bot_name) = (unique("owner"), unique("steward"));
+    synapse(SHARED_PORT, &["register", &bot_name, PASSWORD]);
+    let owner = Person::new(&url, SHARED_PORT, &owner_name).await;
+    let (owner_id, bot) = (user_id(&owner_name), user_id(&bot_name));
+    // A token made elsewhere (its device has no keys yet): the daemon becomes that device.
+    let minted = Client::builder()
+        .homeserver_url(&url)
+        .build()
+        .await
+        .unwrap();
+    let login = minted
+        .matrix_auth()
+        .login_username(&bot_name, PASSWORD)
+        .send()
+        .await
+        .unwrap();
+    let model = ScriptedModel::start(
+        vec![text_answer("By token."), text_answer("By a new device.")],
+        4096,
+    );
+    let token_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(token_file.path(), &login.access_token).unwrap();
+    let by_token = format!(
+        "\n[matrix]\nhomeserver = \"{url}\"\nuser_id = \"{bot}\"\naccess_token_file = {:?}\nowners = [\"{owner_id}\"]\n",
+        token_file.path().display().to_string()
+    );
+    let mut daemon = TestDaemon::start_with(&(config(model.port) + by_token.as_str()));
+    wait_ready(&daemon).await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "who are you?").await;
+    wait_until(60, "the answer by token", || async {
+        owner.seen_from(&bot).iter().any(|s| s.body == "By token.")
+    })
+    .await;
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.path().join("matrix/session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        session["device_id"],
+        login.device_id.as_str(),
+        "the token's own device"
+    );
+    assert!(daemon.terminate().success());
+
+    // Now by password, after the token was revoked: a new device, the old store set aside,
+    // and the owner's next message is still read and answered.
+    minted.matrix_auth().logout().await.unwrap();
+    let dir = daemon.into_dir();
+    let by_password = matrix_config(&url, &bot_name, &[&owner_id], "");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        config(model.port) + by_password.as_str(),
+    )
+    .unwrap();
+    // The saved session names the revoked token: restoring it fails with M_UNKNOWN_TOKEN.
+    let daemon = TestDaemon::start_in_with_env(dir, &[(PASSWORD_ENV, PASSWORD)]);
+    wait_ready(&daemon).await;
+    let aside = std::fs::read_dir(daemon.path().join("matrix"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("store.old-"))
+        .count();
+    assert_eq!(aside, 1, "the old device's store is kept aside");
+    owner.say(&room, "and now?").await;
+    wait_until(60, "the answer from the new device", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "By a new device.")
+    })
+    .await;
+}
