@@ -129,6 +129,15 @@ impl Outbox {
             .collect()
     }
 
+    /// Message `id`, if it is still kept.
+    pub fn get(&self, id: u64) -> Result<Option<OwnerMessage>, StoreError> {
+        self.inner
+            .tree
+            .get(id.to_be_bytes())?
+            .map(|bytes| crate::store::decode("outbox", &bytes))
+            .transpose()
+    }
+
     /// Messages no channel delivered yet that `channel` pushes, oldest first.
     pub fn undelivered(&self, channel: &str) -> Result<Vec<OwnerMessage>, StoreError> {
         Ok(self
@@ -241,6 +250,8 @@ mod tests {
             .await
             .unwrap();
         assert!(second.id > first.id);
+        assert_eq!(outbox.get(first.id).unwrap().unwrap().text, "one");
+        assert!(outbox.get(second.id + 10).unwrap().is_none());
         outbox.delivered(first.id, "socket").await.unwrap();
         outbox.delivered(first.id, "socket").await.unwrap();
         let undelivered: Vec<u64> = outbox

@@ -437,13 +437,7 @@ impl Inbound<'_> {
         let Some(message) = self.state.sent_message(event_id).map_err(stored)? else {
             return Ok(None);
         };
-        let found = self
-            .owner
-            .outbox()
-            .after(message.saturating_sub(1))
-            .map_err(stored)?
-            .into_iter()
-            .find(|m| m.id == message);
+        let found = self.owner.outbox().get(message).map_err(stored)?;
         Ok(found.and_then(|m| m.pending_id))
     }
 
