@@ -117,6 +117,16 @@ impl Account {
             .with_context(|| format!("cannot open the Matrix store in {}", self.dir.display()))
     }
 
+    /// A client with no store: for logging in, `whoami` and checks, which must not touch
+    /// the device's keys.
+    async fn storeless(&self) -> anyhow::Result<Client> {
+        Client::builder()
+            .homeserver_url(&self.config.homeserver)
+            .build()
+            .await
+            .context("cannot reach the homeserver")
+    }
+
     /// Moves a store left by another device aside (kept, never deleted).
     fn set_aside(&self) -> anyhow::Result<()> {
         let store = self.store_dir();
@@ -141,11 +151,7 @@ impl Account {
                     .map_err(|e| anyhow::anyhow!("matrix password: {e}"))?;
                 // A throwaway client: the login must not touch a store before its device
                 // is known and saved.
-                let probe = Client::builder()
-                    .homeserver_url(&self.config.homeserver)
-                    .build()
-                    .await
-                    .context("cannot reach the homeserver")?;
+                let probe = self.storeless().await?;
                 let response = probe
                     .matrix_auth()
                     .login_username(&self.config.user_id, &password)
@@ -190,10 +196,7 @@ impl Account {
             .read()
             .map_err(|e| anyhow::anyhow!("{}: {e}", self.config.login.key()))?;
         let Some(saved) = self.saved()? else {
-            let probe = Client::builder()
-                .homeserver_url(&self.config.homeserver)
-                .build()
-                .await?;
+            let probe = self.storeless().await?;
             probe
                 .server_versions()
                 .await
@@ -205,10 +208,7 @@ impl Account {
         };
         let device = saved.session.meta.device_id.to_string();
         let client = if store_in_use {
-            Client::builder()
-                .homeserver_url(&self.config.homeserver)
-                .build()
-                .await?
+            self.storeless().await?
         } else {
             self.client().await?
         };
@@ -233,11 +233,7 @@ impl Account {
 
     /// The session of an access token: its own user and device.
     async fn token_session(&self, token: String) -> anyhow::Result<MatrixSession> {
-        let probe = Client::builder()
-            .homeserver_url(&self.config.homeserver)
-            .build()
-            .await
-            .context("cannot reach the homeserver")?;
+        let probe = self.storeless().await?;
         let placeholder = MatrixSession {
             meta: SessionMeta {
                 user_id: matrix_sdk::ruma::UserId::parse(&self.config.user_id)
