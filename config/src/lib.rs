@@ -11,6 +11,8 @@ mod error;
 mod matrix;
 mod raw;
 mod spanned;
+mod telegram;
+mod url;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ use steward_events::{Urgency, UrgencyRule};
 pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
 pub use matrix::{MatrixConfig, MatrixLogin};
+pub use telegram::{DEFAULT_API_URL as TELEGRAM_API_URL, TelegramConfig};
 
 /// The commented default configuration written by `steward init`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default.toml");
@@ -53,6 +56,8 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// `[matrix]`: the Matrix account, when configured.
     pub matrix: Option<MatrixConfig>,
+    /// `[telegram]`: the Telegram bot, when configured.
+    pub telegram: Option<TelegramConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -103,40 +103,6 @@ fn is_user_id(text: &str) -> bool {
     has_shape(text, '@')
 }
 
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The URL without its trailing `/`, or why it is not one a token may be sent to.
-fn homeserver(url: &str) -> Result<String, String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| format!("{url:?} is not a URL (expected https://HOST)"))?;
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = match authority.rsplit_once(':') {
-        Some((host, port)) if port.parse::<u16>().is_ok() => host,
-        _ => authority,
-    };
-    if host.is_empty() {
-        return Err(format!("{url:?} names no host"));
-    }
-    match scheme {
-        "https" => {}
-        "http" if is_loopback(host) => {}
-        "http" => {
-            return Err(format!(
-                "{url:?}: plain http only to a loopback host; use https"
-            ));
-        }
-        other => return Err(format!("{other:?} is not http or https")),
-    }
-    Ok(url.trim_end_matches('/').to_owned())
-}
-
 /// Checks every entry of `list` (key `matrix.NAME[i]`) with `valid`.
 fn checked(
     name: &str,
@@ -162,7 +128,7 @@ fn checked(
 }
 
 pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, ConfigError> {
-    let homeserver = homeserver(raw.homeserver.get_ref()).map_err(|message| {
+    let homeserver = crate::url::service_url(raw.homeserver.get_ref()).map_err(|message| {
         ConfigError::invalid("matrix.homeserver", at(raw.homeserver.span()), message)
     })?;
     let user_id = raw.user_id.get_ref().trim().to_owned();
@@ -234,7 +200,8 @@ pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, Co
 
 #[cfg(test)]
 mod tests {
-    use super::{homeserver, is_room_id};
+    use super::is_room_id;
+    use crate::url::service_url as homeserver;
 
     #[test]
     fn room_ids_have_a_server_before_version_12_and_none_after() {

@@ -26,6 +26,7 @@ pub(crate) struct RawConfig {
     pub senders: RawSenders,
     pub email: Option<crate::email::RawEmail>,
     pub matrix: Option<crate::matrix::RawMatrix>,
+    pub telegram: Option<crate::telegram::RawTelegram>,
     pub owner: RawOwner,
 }
 

@@ -76,6 +76,31 @@ fn errors_name_the_key_and_the_line() {
             ":5:",
         ),
         (
+            "[telegram]\ntoken_env = \"T\"\ntoken_file = \"/run/t\"\n",
+            "telegram.token_env",
+            ":2:",
+        ),
+        (
+            "[telegram]\ntoken_env = \"T\"\napi_url = \"http://bots.example.org\"\n",
+            "telegram.api_url",
+            ":3:",
+        ),
+        (
+            "[telegram]\ntoken_env = \"T\"\nowners = [12345,\n  -100200]\n",
+            "telegram.owners[1]",
+            ":4:",
+        ),
+        (
+            "[telegram]\ntoken_env = \"T\"\nallow_groups = [0]\n",
+            "telegram.allow_groups[0]",
+            ":3:",
+        ),
+        (
+            "[owner.deliver]\ntelegrm = [\"answers\"]\n",
+            "owner.deliver.telegrm",
+            ":2:",
+        ),
+        (
             "[tools]\nuntrusted_roots = [\"downloads\"]\n",
             "tools.untrusted_roots[0]",
             ":2:",
@@ -547,4 +572,31 @@ fn a_matrix_account_resolves_with_its_defaults() {
     assert_eq!(matrix.trusted, ["*:example.org", "@friend:matrix.org"]);
     assert_eq!(matrix.rooms.len(), 2);
     assert!(matrix.e2ee && matrix.mention_required_in_groups && !matrix.require_verified_devices);
+}
+
+#[test]
+fn a_telegram_bot_resolves_with_its_defaults() {
+    let config = Config::from_toml(
+        "[telegram]\ntoken_file = \"/run/credentials/steward/telegram\"\nowners = [12345]\ntrusted = [777]\nallow_groups = [-1001234]\n",
+        None,
+    )
+    .unwrap();
+    let telegram = config.telegram.unwrap();
+    assert_eq!(telegram.api_url, "https://api.telegram.org");
+    assert_eq!(
+        telegram.token,
+        crate::SecretSource::File("/run/credentials/steward/telegram".into())
+    );
+    assert_eq!(telegram.token_key(), "telegram.token_file");
+    assert_eq!(
+        (telegram.owners, telegram.trusted, telegram.allow_groups),
+        (vec![12345], vec![777], vec![-1001234])
+    );
+    assert!(telegram.mention_required_in_groups);
+    let local = Config::from_toml(
+        "[telegram]\ntoken_env = \"T\"\napi_url = \"http://127.0.0.1:9999/\"\n",
+        None,
+    )
+    .unwrap();
+    assert_eq!(local.telegram.unwrap().api_url, "http://127.0.0.1:9999");
 }

@@ -364,7 +364,7 @@ fn retention_days(
 }
 
 /// The owner channels `[owner.deliver]` may name: those that push owner messages.
-const OWNER_CHANNELS: [&str; 4] = ["socket", "http", "email", "matrix"];
+const OWNER_CHANNELS: [&str; 5] = ["socket", "http", "email", "matrix", "telegram"];
 
 fn delivery_rules(
     raw: &std::collections::BTreeMap<String, Vec<Spanned<String>>>,
@@ -566,6 +566,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         Some(matrix) => Some(crate::matrix::resolve(matrix, &at)?),
         None => None,
     };
+    let telegram = match raw.telegram {
+        Some(telegram) => Some(crate::telegram::resolve(telegram, &at)?),
+        None => None,
+    };
     let senders = resolve_senders(raw.senders, &at)?;
     Ok(Config {
         daemon,
@@ -584,6 +588,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         senders,
         email,
         matrix,
+        telegram,
         tools: resolve_tools(raw.tools, &at, &in_range)?,
     })
 }

@@ -996,6 +996,25 @@ async fn an_access_token_logs_in_as_its_own_device_and_a_revoked_password_sessio
         .filter(|e| e.file_name().to_string_lossy().starts_with("store.old-"))
         .count();
     assert_eq!(aside, 1, "the old device's store is kept aside");
+    // The owner's client shares its room key with the devices it knows when it sends: a
+    // message sent before it learnt of the new device could never be read by it (as with
+    // any client), so the owner speaks once their client has the new device's keys.
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.path().join("matrix/session.json")).unwrap(),
+    )
+    .unwrap();
+    let device = session["device_id"].as_str().unwrap().to_owned();
+    assert_ne!(device, login.device_id.as_str(), "a new device");
+    wait_until(60, "the owner's client knows the new device", || async {
+        let device = matrix_sdk::ruma::OwnedDeviceId::from(device.as_str());
+        owner
+            .client
+            .encryption()
+            .get_device(&bot, &device)
+            .await
+            .is_ok_and(|found| found.is_some())
+    })
+    .await;
     owner.say(&room, "and now?").await;
     wait_until(60, "the answer from the new device", || async {
         owner

@@ -176,13 +176,14 @@ impl TestDaemon {
         }
     }
 
-    /// Polls the trajectory until `done` holds (30 s at most).
+    /// Polls the trajectory until `done` holds (60 s at most: a burst of a thousand events
+    /// takes a while on a loaded 2-core machine).
     pub async fn wait_for_trajectory(
         &self,
         what: &str,
         done: impl Fn(&[TrajectoryItem]) -> bool,
     ) -> Vec<TrajectoryItem> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let items = self.trajectory().await;
             if done(&items) {
