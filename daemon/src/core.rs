@@ -217,17 +217,29 @@ pub(crate) fn check_features(config: &Config) -> Result<(), ConfigProblem> {
 
 /// Reads the Matrix account's password or token: a missing one is a problem naming its key.
 pub(crate) fn read_matrix_secret(config: &Config) -> Result<(), ConfigProblem> {
-    let Some(matrix) = &config.matrix else {
-        return Ok(());
-    };
-    match matrix.login.secret().read() {
+    match &config.matrix {
+        Some(matrix) => read_secret(matrix.login.secret(), matrix.login.key()),
+        None => Ok(()),
+    }
+}
+
+/// Reads the Telegram bot's token: a missing one is a problem naming its key.
+pub(crate) fn read_telegram_token(config: &Config) -> Result<(), ConfigProblem> {
+    match &config.telegram {
+        Some(telegram) => read_secret(&telegram.token, telegram.token_key()),
+        None => Ok(()),
+    }
+}
+
+fn read_secret(secret: &steward_config::SecretSource, key: &str) -> Result<(), ConfigProblem> {
+    match secret.read() {
         Ok(secret) if !secret.is_empty() => Ok(()),
         Ok(_) => Err(ConfigProblem {
-            key: matrix.login.key().to_owned(),
+            key: key.to_owned(),
             message: "the secret is empty".into(),
         }),
         Err(message) => Err(ConfigProblem {
-            key: matrix.login.key().to_owned(),
+            key: key.to_owned(),
             message,
         }),
     }
@@ -307,6 +319,7 @@ impl Core {
     ) -> anyhow::Result<Self> {
         check_features(config)?;
         read_matrix_secret(config)?;
+        read_telegram_token(config)?;
         owner_zone(config)?;
         let files = file_access(config, workspace)?;
         if let Some(from) = crate::store::schema::migrate(&store)? {

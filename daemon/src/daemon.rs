@@ -53,15 +53,7 @@ pub async fn run(
     let tasks = TaskTracker::new();
     let fault = CancellationToken::new();
     let supervisor = Supervisor::new(core.shared(), &shutdown, config.daemon.shutdown_grace);
-    let owner = start_channels(
-        &config,
-        &core,
-        &supervisor,
-        #[cfg(any(feature = "email", feature = "matrix"))]
-        &store,
-        &data_dir,
-    )
-    .await?;
+    let owner = start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
     #[cfg(feature = "email")]
     let email = core.email.clone();
     spawn_background(core, &config, &store, &tasks, &shutdown, &fault);
@@ -81,11 +73,9 @@ pub async fn run(
         watches: owner.watches.clone(),
         status,
         pipeline: owner.shared.confirmations.pipeline.clone(),
-        #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
         supervisor: supervisor.clone(),
         #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
         data_dir,
-        #[cfg(any(feature = "http", feature = "matrix"))]
         owner,
         #[cfg(feature = "email")]
         email,
@@ -123,12 +113,12 @@ pub async fn run(
 }
 
 /// Starts every channel the config asks for — the control socket, the timer, the watches,
-/// HTTP, MCP servers, email — and returns the owner API they serve.
+/// HTTP, MCP servers, email, Matrix, Telegram — and returns the owner API they serve.
 async fn start_channels(
     config: &Config,
     core: &Core,
     supervisor: &Supervisor,
-    #[cfg(any(feature = "email", feature = "matrix"))] store: &Store,
+    store: &Store,
     data_dir: &Path,
 ) -> anyhow::Result<OwnerApi> {
     let owner_uid = std::fs::metadata(data_dir)
@@ -143,6 +133,7 @@ async fn start_channels(
         scheduler: core.scheduler.clone(),
         watches: core.watches.clone(),
         token,
+        telegram: crate::channels::telegram::state::TelegramState::open(store)?,
     };
     let path = paths::socket_path(config.daemon.socket_path.as_ref(), data_dir);
     let listener =
@@ -176,6 +167,9 @@ async fn start_channels(
     #[cfg(feature = "matrix")]
     if let Some(matrix) = &config.matrix {
         crate::channels::matrix::start(matrix, supervisor, store, data_dir, &owner)?;
+    }
+    if let Some(telegram) = &config.telegram {
+        crate::channels::telegram::start(telegram, supervisor, &owner);
     }
     supervisor.start("user", move |cx| user::run(socket, cx));
     Ok(owner)

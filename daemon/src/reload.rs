@@ -6,7 +6,8 @@
 //!   new routes and secrets are checked first; if the new server cannot bind, the previous
 //!   one is started again), and the email channel when `[email]` changed (the new account
 //!   is checked first; the email tools switch to it at the same time), and the Matrix
-//!   channel when `[matrix]` changed, was added or removed (its secret is read first).
+//!   channel when `[matrix]` changed, was added or removed (its secret is read first), and
+//!   the Telegram channel likewise for `[telegram]` (its token is read first).
 //! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
 //!   dispatcher, owner, lanes, model, urgency, tool selection, MCP), and email added or
 //!   removed.
@@ -24,12 +25,10 @@ use crate::channels::timer::control::Scheduler;
 use crate::channels::watch::set::WatchSet;
 use crate::core::{cron_specs, policy_rule};
 use crate::notify;
-#[cfg(any(feature = "http", feature = "matrix"))]
 use crate::owner::OwnerApi;
 use crate::status::{ConfigState, StatusBoard};
 #[cfg(any(feature = "email", feature = "matrix"))]
 use crate::store::Store;
-#[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
 use crate::supervisor::Supervisor;
 
 /// Everything a reload touches.
@@ -45,12 +44,10 @@ pub struct Reloader {
     pub watches: WatchSet,
     pub status: Arc<StatusBoard>,
     pub pipeline: ToolPipeline,
-    /// What restarts channels (HTTP, email, Matrix).
-    #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
+    /// What restarts channels (HTTP, email, Matrix, Telegram).
     pub supervisor: Supervisor,
     #[cfg(any(feature = "http", feature = "email", feature = "matrix"))]
     pub data_dir: PathBuf,
-    #[cfg(any(feature = "http", feature = "matrix"))]
     pub owner: OwnerApi,
     #[cfg(any(feature = "email", feature = "matrix"))]
     pub store: Store,
@@ -103,6 +100,10 @@ impl Reloader {
         if matrix_changed {
             crate::core::read_matrix_secret(&config)?;
         }
+        let telegram_changed = self.live.telegram != config.telegram;
+        if telegram_changed {
+            crate::core::read_telegram_token(&config)?;
+        }
         #[cfg(feature = "email")]
         let new_email = match (&config.email, &self.email, self.live.email != config.email) {
             (Some(email), Some(_), true) => Some(crate::core::email_parts(email)?),
@@ -126,7 +127,25 @@ impl Reloader {
         if matrix_changed {
             self.restart_matrix(&config).await?;
         }
+        if telegram_changed {
+            self.restart_telegram(&config).await;
+        }
         Ok(self.restart_needed(&config))
+    }
+
+    /// Stops the Telegram channel and starts it on the new section (if any is left).
+    async fn restart_telegram(&mut self, config: &Config) {
+        use crate::channels::telegram;
+        self.supervisor.stop(telegram::CHANNEL).await;
+        match &config.telegram {
+            Some(section) => telegram::start(section, &self.supervisor, &self.owner),
+            None => self.owner.telegram.set_configured(None),
+        }
+        info!(
+            running = config.telegram.is_some(),
+            "SIGHUP: the Telegram channel restarted with its new section"
+        );
+        self.live.telegram = config.telegram.clone();
     }
 
     /// Stops the Matrix channel and starts it on the new section (if any is left).

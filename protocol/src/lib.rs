@@ -108,6 +108,35 @@ pub enum Request {
         #[serde(default)]
         reason: Option<String>,
     },
+    /// `steward telegram …`.
+    Telegram {
+        command: TelegramCommand,
+    },
+}
+
+/// `steward telegram …`; answered with a `PairingCode` or `TelegramOwner` lines, then `End`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum TelegramCommand {
+    /// A one-time code the owner sends to the bot as `/start CODE`.
+    Pair,
+    Owners,
+    /// Removes a paired owner (owners in the config stay until the config changes).
+    Unpair {
+        user_id: i64,
+    },
+}
+
+/// One owner of the Telegram bot, as `steward telegram owners --json` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TelegramOwnerRow {
+    pub user_id: i64,
+    /// `config` (telegram.owners) or `paired`.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_at: Option<DateTime<Utc>>,
 }
 
 /// One message typed in a chat session.
@@ -192,6 +221,14 @@ pub enum Response {
     /// A pending action (see `PendingRow`).
     Action {
         action: PendingRow,
+    },
+    /// A pairing code for the Telegram bot and when it stops working.
+    PairingCode {
+        code: String,
+        expires_at: DateTime<Utc>,
+    },
+    TelegramOwner {
+        owner: TelegramOwnerRow,
     },
     End,
     Error {

@@ -1,5 +1,6 @@
 //! Channel actors, one folder each: `user` (the control socket), `http` (webhooks, the owner
-//! API, health and metrics), `email`, `matrix`, `timer`, `watch`. Each turns one kind of outside input
+//! API, health and metrics), `email`, `matrix`, `telegram`, `timer`,
+//! `watch`. Each turns one kind of outside input
 //! into events, acknowledging upstream only once the inbox has them.
 //!
 //! A channel is one room with one door: `run(config, cx: ChannelContext)`. The
@@ -37,6 +38,7 @@
 // that can panic; where an index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+pub mod answers;
 pub mod context;
 #[cfg(feature = "email")]
 pub mod email;
@@ -46,6 +48,7 @@ pub mod http;
 #[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod submit;
+pub mod telegram;
 pub mod timer;
 pub mod user;
 pub mod watch;

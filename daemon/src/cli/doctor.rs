@@ -325,6 +325,27 @@ async fn matrix_check(config: &Config, data_dir: &Path, running: bool) -> Option
     })
 }
 
+/// The Telegram bot: its token read and `getMe` answered by the Bot API.
+async fn telegram_check(config: &Config) -> Option<Check> {
+    let telegram = config.telegram.as_ref()?;
+    Some(match crate::channels::telegram::connect(telegram).await {
+        Ok((_, me)) => pass(
+            "telegram",
+            format!(
+                "bot @{} (id {}) at {}",
+                me.username.as_deref().unwrap_or(&me.first_name),
+                me.id,
+                telegram.api_url
+            ),
+        ),
+        Err(e) => fail(
+            "telegram",
+            e,
+            "check telegram.token_env / token_file and telegram.api_url",
+        ),
+    })
+}
+
 async fn model_check(config: &Config) -> Check {
     let model = &config.model;
     if model.provider == ModelProvider::None {
@@ -556,6 +577,7 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
         checks.extend(email_checks(config).await);
         #[cfg(feature = "matrix")]
         checks.extend(matrix_check(config, &ctx.data_dir, running).await);
+        checks.extend(telegram_check(config).await);
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));
         checks.push(disk_check(config, &ctx.data_dir));

@@ -361,3 +361,55 @@ pub async fn rotate_token(ctx: &Context) -> Result<ExitCode, ClientError> {
     })
     .await
 }
+
+/// `steward telegram pair|owners|unpair`.
+pub async fn telegram(
+    ctx: &Context,
+    command: super::TelegramCommandArgs,
+) -> Result<ExitCode, ClientError> {
+    use super::TelegramCommandArgs as Args;
+    use steward_protocol::TelegramCommand;
+    let pairing = matches!(command, Args::Pair { .. });
+    let (request, json) = match command {
+        Args::Pair { json } => (TelegramCommand::Pair, json),
+        Args::Owners { json } => (TelegramCommand::Owners, json),
+        Args::Unpair { user_id, json } => (TelegramCommand::Unpair { user_id }, json),
+    };
+    let mut any = false;
+    let code = stream(
+        ctx,
+        Request::Telegram { command: request },
+        |response| match response {
+            Response::PairingCode { code, expires_at } if json => {
+                json_line(&serde_json::json!({"code": code, "expires_at": expires_at}));
+            }
+            Response::PairingCode { code, expires_at } => {
+                out!(
+                    "Send this to the bot from the Telegram account to pair, before {}:",
+                    table::local(expires_at)
+                );
+                out!("/start {code}");
+            }
+            Response::TelegramOwner { owner } if json => json_line(&owner),
+            Response::TelegramOwner { owner } => {
+                any = true;
+                out!(
+                    "{:<14} {:<7} {}",
+                    owner.user_id,
+                    owner.source,
+                    owner
+                        .username
+                        .as_deref()
+                        .map(|u| format!("@{u}"))
+                        .unwrap_or_default()
+                );
+            }
+            _ => {}
+        },
+    )
+    .await?;
+    if !any && !json && code == ExitCode::SUCCESS && !pairing {
+        eprintln!("steward: the Telegram bot has no owner yet (`steward telegram pair`)");
+    }
+    Ok(code)
+}

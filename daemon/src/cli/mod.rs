@@ -150,6 +150,33 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The Telegram bot's owners: pair one with a code, list them, remove one
+    Telegram {
+        #[command(subcommand)]
+        command: TelegramCommandArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TelegramCommandArgs {
+    /// Print a one-time code (valid 10 minutes); send it to the bot as `/start CODE` from
+    /// the Telegram account that is to be an owner
+    Pair {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The owners: those in telegram.owners and those paired
+    Owners {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a paired owner
+    Unpair {
+        /// Their Telegram user id (as `steward telegram owners` shows it)
+        user_id: i64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -572,6 +599,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
             command: ToolsCommand::Bench { .. } | ToolsCommand::CheckShell { .. },
         } => unreachable!("handled above"),
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
+        Command::Telegram { command } => client_command(listing::telegram(&ctx, command)),
         Command::Token {
             command: TokenCommand::Show,
         } => show_token(&ctx),

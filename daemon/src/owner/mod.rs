@@ -36,7 +36,7 @@ use crate::replies::ReplyHub;
 use crate::store::{Inbox, Trajectory};
 use steward_protocol::JobRow;
 use steward_protocol::WatchRow;
-use steward_protocol::{CronCommand, EventRow, PendingRow, StatusReport};
+use steward_protocol::{CronCommand, EventRow, PendingRow, StatusReport, TelegramOwnerRow};
 use token::ApiToken;
 
 pub use message::{MAX_MESSAGE_BYTES, refusal};
@@ -51,6 +51,8 @@ pub struct OwnerApi {
     pub scheduler: Scheduler,
     pub watches: WatchSet,
     pub token: ApiToken,
+    /// The Telegram channel's state: its paired owners (`steward telegram pair|owners`).
+    pub telegram: crate::channels::telegram::state::TelegramState,
 }
 
 /// Which front door a request came through: who the event says sent it.
@@ -319,6 +321,61 @@ impl OwnerApi {
     }
 
     /// Approves a pending action (with edited arguments, re-validated), which runs it once.
+    /// `steward telegram pair`: a one-time code for `/start CODE`.
+    pub async fn telegram_pair(
+        &self,
+    ) -> Result<(String, chrono::DateTime<chrono::Utc>), OwnerError> {
+        if self.telegram.configured().is_none() {
+            return Err(OwnerError::Conflict(
+                "no [telegram] section runs: there is no bot to pair with".into(),
+            ));
+        }
+        self.telegram
+            .new_pairing_code(chrono::Utc::now())
+            .await
+            .map_err(unavailable)
+    }
+
+    /// `steward telegram owners`: those in the config, then those paired.
+    pub fn telegram_owners(&self) -> Result<Vec<TelegramOwnerRow>, OwnerError> {
+        let mut rows: Vec<TelegramOwnerRow> = self
+            .telegram
+            .configured()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|user_id| TelegramOwnerRow {
+                user_id,
+                source: "config".into(),
+                username: None,
+                paired_at: None,
+            })
+            .collect();
+        for paired in self.telegram.paired_owners().map_err(unavailable)? {
+            rows.push(TelegramOwnerRow {
+                user_id: paired.user_id,
+                source: "paired".into(),
+                username: paired.username,
+                paired_at: Some(paired.paired_at),
+            });
+        }
+        Ok(rows)
+    }
+
+    /// `steward telegram unpair ID`: the owners left.
+    pub async fn telegram_unpair(&self, user_id: i64) -> Result<Vec<TelegramOwnerRow>, OwnerError> {
+        if !self
+            .telegram
+            .remove_owner(user_id)
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(OwnerError::NotFound(format!(
+                "no paired Telegram owner has the id {user_id}"
+            )));
+        }
+        self.telegram_owners()
+    }
+
     pub async fn confirm(&self, id: &str, args: Option<Value>) -> Result<PendingRow, OwnerError> {
         answered(self.shared.confirmations.approve(id, args).await)
     }

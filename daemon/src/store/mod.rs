@@ -183,6 +183,11 @@ impl Store {
         Ok(self.db.open_tree("matrix")?)
     }
 
+    /// The tree of the Telegram channel's offset, deliveries, sends and paired owners.
+    pub fn telegram_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("telegram")?)
+    }
+
     /// The tree of the owner outbox.
     pub fn outbox_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("outbox")?)

@@ -44,6 +44,7 @@ use super::state::{ChannelState, Undecrypted};
 use super::typing::Typing;
 use super::{CHANNEL, reply_to};
 use crate::channels::ChannelHealth;
+use crate::channels::answers::{answer_of, reply_answer};
 use crate::channels::context::{ChannelContext, Down};
 use crate::owner::{OwnerApi, OwnerError, Sent};
 use steward_config::MatrixConfig;
@@ -404,7 +405,7 @@ impl Inbound<'_> {
             }
             Ok(Sent::Accepted { .. }) => return Ok(()),
             Ok(Sent::Said(text)) => text,
-            Ok(Sent::Answered(row)) => super::answered_text(&row),
+            Ok(Sent::Answered(row)) => crate::channels::answers::answered_text(&row),
             Ok(Sent::Rejected { reason, .. }) => format!("Not taken: {reason}"),
             Err(OwnerError::Unavailable(why)) => {
                 return Err(Down::Failed(format!(
@@ -464,7 +465,7 @@ impl Inbound<'_> {
             self.owner.deny(&pending, reason).await
         };
         let outcome = match answered {
-            Ok(row) => super::answered_text(&row),
+            Ok(row) => crate::channels::answers::answered_text(&row),
             Err(e) => format!("Nothing was done: {e}"),
         };
         info!(room = %room.room_id(), %pending, yes, %outcome, "a request for confirmation answered in Matrix");
@@ -644,60 +645,9 @@ pub fn txn_part(event_id: &str) -> String {
         .collect()
 }
 
-/// A reaction's answer to a request for confirmation: yes, no, or none.
-fn answer_of(key: &str) -> Option<bool> {
-    match key.trim_end_matches('\u{fe0f}') {
-        "✅" | "✔" | "👍" => Some(true),
-        "❌" | "✖" | "👎" => Some(false),
-        _ => None,
-    }
-}
-
-/// A reply's answer to a request for confirmation: `yes`/`confirm`/✅ or `no`/`deny`/❌
-/// (then the rest is the reason), or `None` for any other text.
-fn reply_answer(text: &str) -> Option<(bool, Option<String>)> {
-    let mut words = text.split_whitespace();
-    let first = words.next()?.to_lowercase();
-    let rest = words.collect::<Vec<_>>().join(" ");
-    let reason = (!rest.is_empty()).then_some(rest);
-    match first.trim_end_matches(['.', '!']) {
-        "yes" | "y" | "ok" | "confirm" | "/confirm" => Some((true, None)),
-        "no" | "n" | "deny" | "/deny" => Some((false, reason)),
-        other => answer_of(other).map(|yes| (yes, if yes { None } else { reason })),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_to_a_request_are_read_from_reactions_and_replies() {
-        let reactions = [
-            ("✅", Some(true)),
-            ("✔️", Some(true)),
-            ("👍", Some(true)),
-            ("❌", Some(false)),
-            ("👎", Some(false)),
-            ("🎉", None),
-        ];
-        for (key, expected) in reactions {
-            assert_eq!(answer_of(key), expected, "{key}");
-        }
-        let replies = [
-            ("yes", Some((true, None))),
-            ("Confirm.", Some((true, None))),
-            ("/confirm", Some((true, None))),
-            ("✅", Some((true, None))),
-            ("no not now", Some((false, Some("not now".to_owned())))),
-            ("❌ too risky", Some((false, Some("too risky".to_owned())))),
-            ("yesterday was fine", None),
-            ("", None),
-        ];
-        for (text, expected) in replies {
-            assert_eq!(reply_answer(text), expected, "{text}");
-        }
-    }
 
     #[test]
     fn transaction_parts_keep_only_what_a_path_may_hold() {

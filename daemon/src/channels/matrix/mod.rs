@@ -32,7 +32,6 @@ use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
 use matrix_sdk::ruma::{OwnedRoomId, TransactionId};
 use serde_json::{Value, json};
 use steward_config::MatrixConfig;
-use steward_protocol::PendingRow;
 
 use crate::channels::ChannelHealth;
 use crate::channels::context::{ChannelContext, Down};
@@ -206,24 +205,6 @@ fn split(text: &str, max: usize) -> Vec<&str> {
         parts.push(rest);
     }
     parts
-}
-
-/// What an answered request for confirmation says in a chat.
-pub fn answered_text(row: &PendingRow) -> String {
-    match row.state.as_str() {
-        "denied" => format!("Denied: `{}` will not run.", row.tool),
-        "expired" => format!("Expired: `{}` did not run.", row.tool),
-        state => {
-            let result = row
-                .result
-                .as_ref()
-                .map(|r| r.content_text())
-                .unwrap_or_default();
-            format!("Confirmed: `{}` ran ({state}). {result}", row.tool)
-                .trim_end()
-                .to_owned()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,9 @@ use crate::channels::context::ChannelContext;
 use crate::owner::outbox::Outbox;
 use crate::owner::{CronDone, FrontDoor, MAX_MESSAGE_BYTES, OwnerApi, OwnerError, Sent};
 use crate::replies::Announcement;
-use steward_protocol::{ChatLine, EventRow, MessageKind, OwnerMessage, Request, Response};
+use steward_protocol::{
+    ChatLine, EventRow, MessageKind, OwnerMessage, Request, Response, TelegramCommand,
+};
 
 /// The socket's name in the outbox's delivery records.
 const SOCKET: &str = "socket";
@@ -247,6 +249,21 @@ impl UserChannel {
             Request::SearchTools { query, max_results } => {
                 let found = owner.search_tools(&query, max_results);
                 s.write_all(found, |tool| Response::Tool { tool }).await
+            }
+            Request::Telegram { command } => {
+                let owners = match command {
+                    TelegramCommand::Pair => match owner.telegram_pair().await {
+                        Ok((code, expires_at)) => {
+                            s.write(&Response::PairingCode { code, expires_at }).await?;
+                            return s.write(&Response::End).await;
+                        }
+                        Err(e) => return s.error(e).await,
+                    },
+                    TelegramCommand::Owners => owner.telegram_owners(),
+                    TelegramCommand::Unpair { user_id } => owner.telegram_unpair(user_id).await,
+                };
+                s.write_all(owners, |owner| Response::TelegramOwner { owner })
+                    .await
             }
         }
     }
