@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
 mod anthropic;
+mod bot_api;
 mod chat;
 mod cli;
 mod confirm;
@@ -28,6 +29,7 @@ mod shell;
 mod steps;
 mod support;
 mod taint;
+mod telegram;
 mod timer;
 mod torture;
 mod urgency;

@@ -6,7 +6,7 @@
 //!   recognised by its dedupe key, `telegram:BOT:UPDATE`, and skipped. Asking with the new
 //!   offset is what tells Telegram to forget the batch.
 //! - A `409 Conflict` (a webhook is set, or another client polls with the token) is shown in
-//!   the status with Telegram's words and looked at again after a minute, not hammered; a
+//!   the status with Telegram's words and looked at again after ten seconds, not hammered; a
 //!   `429` waits its `retry_after`.
 //! - `/start CODE` in a private chat pairs its sender as an owner when the code is one
 //!   `steward telegram pair` printed and still valid; a wrong or expired code changes nothing

@@ -43,7 +43,7 @@ pub const CHANNEL: &str = "telegram";
 /// The longest wait between attempts to reach the Bot API.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 /// How long a `409 Conflict` is shown before polling is tried again.
-const CONFLICT_WAIT: Duration = Duration::from_secs(60);
+const CONFLICT_WAIT: Duration = Duration::from_secs(10);
 
 /// What the channel runs with besides its context.
 #[derive(Clone, Debug)]
