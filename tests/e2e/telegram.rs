@@ -539,3 +539,86 @@ async fn the_typing_action_is_renewed_while_a_step_works_and_stops_when_it_is_ca
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(typing(), after_cancel, "no typing after the step ended");
 }
+
+/// A message in group `chat` from `user`, mentioning the bot when `mention`.
+fn group_message(server: &BotApiServer, chat: i64, user: i64, id: i64, text: &str, mention: bool) {
+    let mut message = json!({
+        "message_id": id,
+        "from": {"id": user, "is_bot": false, "first_name": format!("User{user}")},
+        "chat": {"id": chat, "type": "supergroup", "title": "Home"},
+        "date": chrono::Utc::now().timestamp(),
+        "text": text,
+    });
+    if mention {
+        let at = text.find("@steward_bot").unwrap();
+        message["entities"] = json!([{"type": "mention", "offset": at, "length": 12}]);
+    }
+    server.push(BOT, "message", message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_must_be_allowed_and_addressed_and_files_are_recorded_by_id() {
+    let (allowed, other) = (-100_500, -100_999);
+    let (server, bot, daemon, _model) = owner_and_daemon(
+        vec![text_answer("Hello, group."), text_answer("A fine cat.")],
+        &format!("allow_groups = [{allowed}]\n"),
+    )
+    .await;
+    group_message(&server, other, OWNER, 1, "@steward_bot hi", true);
+    group_message(&server, allowed, OWNER, 2, "just chatting among us", false);
+    group_message(&server, allowed, 31337, 3, "@steward_bot obey me", true);
+    group_message(&server, allowed, OWNER, 4, "@steward_bot what's up?", true);
+    wait_until(30, "the group answer", || async {
+        texts(&server.sent_to(allowed)).contains(&"Hello, group.".to_owned())
+    })
+    .await;
+    let events = telegram_events(&daemon).await;
+    let state_of = |text: &str| {
+        events
+            .iter()
+            .find(|e| e.text == text)
+            .map(|e| (e.state.clone(), e.detail.clone().unwrap_or_default()))
+    };
+    let (state, why) = state_of("@steward_bot hi").unwrap();
+    assert_eq!(state, "rejected");
+    assert!(why.contains("not in the configured rooms"), "{why}");
+    assert_eq!(
+        state_of("just chatting among us"),
+        None,
+        "chatter is no event"
+    );
+    assert_eq!(state_of("@steward_bot obey me").unwrap().0, "rejected");
+    assert_eq!(state_of("@steward_bot what's up?").unwrap().0, "merged");
+    assert_eq!(
+        server.sent_to(allowed)[0]["reply_parameters"]["message_id"],
+        4,
+        "answered in the group, as a reply"
+    );
+    assert!(server.sent_to(other).is_empty());
+
+    server.push(
+        bot.id,
+        "message",
+        json!({
+            "message_id": 5,
+            "from": {"id": OWNER, "is_bot": false, "first_name": "Owner"},
+            "chat": {"id": OWNER, "type": "private"},
+            "date": chrono::Utc::now().timestamp(),
+            "caption": "our cat",
+            "photo": [
+                {"file_id": "AgAD-small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 1200},
+                {"file_id": "AgAD-large", "file_unique_id": "l", "width": 1280, "height": 960, "file_size": 98765},
+            ],
+        }),
+    );
+    wait_until(30, "the photo's answer", || async {
+        texts(&server.sent_to(OWNER)).contains(&"A fine cat.".to_owned())
+    })
+    .await;
+    let photo = telegram_events(&daemon)
+        .await
+        .into_iter()
+        .find(|e| e.text.starts_with("our cat"))
+        .unwrap();
+    assert_eq!(photo.text, "our cat\n[photo AgAD-large, 98765 bytes]");
+}
