@@ -7,7 +7,7 @@
 
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use matrix_sdk::config::SyncSettings;
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
@@ -24,7 +24,7 @@ use tempfile::TempDir;
 
 use crate::model::{config, one_call, text_answer};
 use crate::scripted_model::ScriptedModel;
-use crate::support::TestDaemon;
+use crate::support::{TestDaemon, wait_until};
 
 const PASSWORD: &str = "correct-horse-battery-staple";
 const PASSWORD_ENV: &str = "STEWARD_TEST_MATRIX_PASSWORD";
@@ -177,18 +177,6 @@ impl Person {
             .unwrap()
             .response
             .event_id
-    }
-}
-
-async fn wait_until<F, Fut>(secs: u64, what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

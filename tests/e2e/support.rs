@@ -235,6 +235,19 @@ impl Drop for TestDaemon {
     }
 }
 
+/// Polls `done` every 50 ms until it holds; fails the test after `secs`, naming `what`.
+pub async fn wait_until<F, Fut>(secs: u64, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub fn common_args(dir: &Path) -> Vec<String> {
     vec![
         "--data-dir".into(),

@@ -3,7 +3,6 @@
 //! was lost (or that a crash interrupted) never sent twice; a reminder and a button-press
 //! confirmation; pairing; a token change; 429, 409 and the typing action.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -12,23 +11,11 @@ use steward_protocol::EventRow;
 use crate::bot_api::{Bot, BotApiServer};
 use crate::model::{config, one_call, text_answer};
 use crate::scripted_model::ScriptedModel;
-use crate::support::{TestDaemon, stdout};
+use crate::support::{TestDaemon, stdout, wait_until};
 
 const TOKEN_ENV: &str = "STEWARD_TEST_TELEGRAM_TOKEN";
 const OWNER: i64 = 4242;
 const BOT: i64 = 7001;
-
-async fn wait_until<F, Fut>(secs: u64, what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn telegram_config(server: &BotApiServer, owners: &[i64], extra: &str) -> String {
     let owners: Vec<String> = owners.iter().map(i64::to_string).collect();

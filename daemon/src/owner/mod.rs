@@ -17,6 +17,7 @@ pub mod commands;
 pub mod message;
 pub mod notices;
 pub mod outbox;
+pub mod push;
 mod rows;
 pub mod token;
 

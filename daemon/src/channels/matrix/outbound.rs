@@ -10,20 +10,15 @@
 //! - Each Matrix event's transaction id is `steward-outbox-ID` (`-N` for the parts of a long
 //!   one): a resend after a crash returns the event sent before, so the owner sees it once.
 //!   The message is recorded delivered on `matrix` only after every part was accepted.
-//! - Order is kept: a message that cannot be sent is retried (after [`RETRY`]) before any
-//!   later one goes. A message that can never go (no owner configured, a room the assistant
-//!   left) is skipped, and the log says why.
-//! - On the channel's first run, the outbox's history is not replayed: delivery starts
-//!   after the newest message then in it.
-
-use std::time::Duration;
+//! - Order and retries are the push loop's ([`crate::owner::push`]). A message that can
+//!   never go (no owner configured, a room the assistant left) is skipped, and the log says
+//!   why.
 
 use anyhow::Context;
 use matrix_sdk::ruma::{OwnedRoomId, UserId};
 use matrix_sdk::{Client, Room, RoomMemberships, RoomState};
 use steward_config::MatrixConfig;
 use steward_events::{Payload, Source, Trust};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -31,10 +26,8 @@ use super::state::ChannelState;
 use super::{CHANNEL, Reply, reply_to};
 use crate::channels::context::ChannelContext;
 use crate::owner::outbox::{MessageKind, OwnerMessage};
-
-const RETRY: Duration = Duration::from_secs(2);
-/// Looked at this often even without news (a room the owner joined meanwhile).
-const LOOK_EVERY: Duration = Duration::from_secs(5);
+use crate::owner::push::Push;
+use crate::store::StoreError;
 
 #[derive(Debug)]
 pub struct Outbound {
@@ -53,64 +46,13 @@ enum Destination {
 }
 
 impl Outbound {
+    /// Delivers owner messages until `stop` (the loop is [`crate::owner::push::run`]).
     pub async fn run(self, stop: CancellationToken) {
-        let mut queued = self.cx.outbox().subscribe();
-        let mut from = match self.start_point().await {
-            Ok(from) => from,
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot read where Matrix delivery stopped");
-                return;
-            }
-        };
-        loop {
-            match self.deliver_after(from).await {
-                Ok(delivered) => from = delivered,
-                Err((delivered, e)) => {
-                    from = delivered;
-                    warn!(error = %format!("{e:#}"), "could not deliver an owner message to Matrix; trying again");
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(RETRY) => continue,
-                    }
-                }
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                news = queued.recv() => if matches!(news, Err(RecvError::Closed)) { return },
-                () = tokio::time::sleep(LOOK_EVERY) => {}
-            }
-        }
+        let outbox = self.cx.outbox().clone();
+        crate::owner::push::run(&self, &outbox, stop).await;
     }
 
-    async fn start_point(&self) -> anyhow::Result<u64> {
-        if let Some(from) = self.state.delivered_up_to()? {
-            return Ok(from);
-        }
-        let newest = self.cx.outbox().list(Some(1))?.last().map_or(0, |m| m.id);
-        self.state.set_delivered_up_to(newest).await?;
-        Ok(newest)
-    }
-
-    /// Delivers every message after `from`; how far it got, and the error that stopped it.
-    async fn deliver_after(&self, from: u64) -> Result<u64, (u64, anyhow::Error)> {
-        let waiting = self.cx.outbox().after(from).map_err(|e| (from, e.into()))?;
-        let mut done = from;
-        for message in waiting {
-            if !message.delivered.contains_key(CHANNEL)
-                && self.cx.outbox().routes(CHANNEL, &message)
-            {
-                self.deliver(&message).await.map_err(|e| (done, e))?;
-            }
-            done = message.id;
-            self.state
-                .set_delivered_up_to(done)
-                .await
-                .map_err(|e| (done, e.into()))?;
-        }
-        Ok(done)
-    }
-
-    async fn deliver(&self, message: &OwnerMessage) -> anyhow::Result<()> {
+    async fn deliver_one(&self, message: &OwnerMessage) -> anyhow::Result<()> {
         let reply = match self.destination(message)? {
             Destination::Elsewhere => return Ok(()),
             Destination::Room(reply) => reply,
@@ -217,5 +159,23 @@ impl Outbound {
             .set_direct_room(owner, room.room_id().as_str())
             .await?;
         Ok(Some(room))
+    }
+}
+
+impl Push for Outbound {
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn delivered_up_to(&self) -> Result<Option<u64>, StoreError> {
+        self.state.delivered_up_to()
+    }
+
+    async fn set_delivered_up_to(&self, id: u64) -> Result<(), StoreError> {
+        self.state.set_delivered_up_to(id).await
+    }
+
+    async fn deliver(&self, message: &OwnerMessage) -> anyhow::Result<()> {
+        self.deliver_one(message).await
     }
 }

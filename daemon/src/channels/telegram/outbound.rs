@@ -12,11 +12,11 @@
 //!   outbox notice already marked delivered on `telegram`), and `steward outbox` still has
 //!   the text. A refusal (a chat the bot may not write to) is logged and not retried.
 //! - A `429` waits the `retry_after` it names and sends the same part again (nothing was
-//!   done); a connection that never opened is retried after [`RETRY`], keeping the order.
+//!   done); a connection that never opened is tried again by the push loop
+//!   ([`crate::owner::push`]), which keeps the order.
 //! - Pacing: at most [`BURST`] messages at once into one chat, then one per
 //!   [`PER_CHAT_EVERY`] (Telegram asks bots to stay near one message a second per chat).
 //! - A request for confirmation carries the buttons Confirm / Deny (on its last part).
-//! - On the channel's first run, the outbox's history is not replayed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use steward_config::TelegramConfig;
 use steward_events::{Payload, Source, Trust};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -35,10 +34,11 @@ use super::html::{MAX_PART_UNITS, split, to_html};
 use super::state::{SendRecord, SendState, TelegramState};
 use crate::channels::context::ChannelContext;
 use crate::owner::outbox::{MessageKind, NewMessage, OwnerMessage};
+use crate::owner::push::Push;
+use crate::store::StoreError;
 
+/// Waited on a 429 that names no `retry_after`.
 const RETRY: Duration = Duration::from_secs(2);
-/// Looked at this often even without news.
-const LOOK_EVERY: Duration = Duration::from_secs(5);
 const BURST: u32 = 5;
 const PER_CHAT_EVERY: Duration = Duration::from_secs(1);
 
@@ -81,86 +81,21 @@ struct Destination {
     reply_to: Option<i64>,
 }
 
-/// Why delivery stopped: try again later, from this message.
-struct Stopped(anyhow::Error);
-
 impl Outbound {
+    /// Delivers owner messages until `stop` (the loop is [`crate::owner::push::run`]).
     pub async fn run(self, stop: CancellationToken) {
-        let mut queued = self.cx.outbox().subscribe();
-        let mut from = match self.start_point().await {
-            Ok(from) => from,
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot read where Telegram delivery stopped");
-                return;
-            }
-        };
-        loop {
-            match self.deliver_after(from, &stop).await {
-                Ok(delivered) => from = delivered,
-                Err((delivered, Stopped(e))) => {
-                    from = delivered;
-                    warn!(error = %format!("{e:#}"), "could not deliver an owner message to Telegram; trying again");
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(RETRY) => continue,
-                    }
-                }
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                news = queued.recv() => if matches!(news, Err(RecvError::Closed)) { return },
-                () = tokio::time::sleep(LOOK_EVERY) => {}
-            }
-        }
+        let outbox = self.cx.outbox().clone();
+        crate::owner::push::run(&self, &outbox, stop).await;
     }
 
-    async fn start_point(&self) -> anyhow::Result<u64> {
-        if let Some(from) = self.state.delivered_up_to()? {
-            return Ok(from);
-        }
-        let newest = self.cx.outbox().list(Some(1))?.last().map_or(0, |m| m.id);
-        self.state.set_delivered_up_to(newest).await?;
-        Ok(newest)
-    }
-
-    /// Delivers every message after `from`; how far it got, and what stopped it.
-    async fn deliver_after(
-        &self,
-        from: u64,
-        stop: &CancellationToken,
-    ) -> Result<u64, (u64, Stopped)> {
-        let waiting = self
-            .cx
-            .outbox()
-            .after(from)
-            .map_err(|e| (from, Stopped(e.into())))?;
-        let mut done = from;
-        for message in waiting {
-            if stop.is_cancelled() {
-                break;
-            }
-            if !message.delivered.contains_key(CHANNEL)
-                && self.cx.outbox().routes(CHANNEL, &message)
-            {
-                self.deliver(&message).await.map_err(|e| (done, e))?;
-            }
-            done = message.id;
-            self.state
-                .set_delivered_up_to(done)
-                .await
-                .map_err(|e| (done, Stopped(e.into())))?;
-        }
-        Ok(done)
-    }
-
-    async fn deliver(&self, message: &OwnerMessage) -> Result<(), Stopped> {
-        let destinations = self.destinations(message).map_err(Stopped)?;
+    async fn deliver_one(&self, message: &OwnerMessage) -> anyhow::Result<()> {
+        let destinations = self.destinations(message)?;
         if destinations.is_empty() {
             return Ok(());
         }
         let mut arrived = false;
         for destination in destinations {
-            let record = self.send_to(message, destination).await.map_err(Stopped)?;
+            let record = self.send_to(message, destination).await?;
             match &record.state {
                 SendState::Sent => arrived = true,
                 SendState::Unknown { .. } => self.tell_unknown(&[record]).await,
@@ -171,11 +106,7 @@ impl Outbound {
             }
         }
         if arrived {
-            self.cx
-                .outbox()
-                .delivered(message.id, CHANNEL)
-                .await
-                .map_err(|e| Stopped(e.into()))?;
+            self.cx.outbox().delivered(message.id, CHANNEL).await?;
         }
         Ok(())
     }
@@ -323,6 +254,24 @@ impl Outbound {
             (Source::Chat, _) if answer => Vec::new(),
             _ => owners(),
         })
+    }
+}
+
+impl Push for Outbound {
+    fn channel(&self) -> &'static str {
+        CHANNEL
+    }
+
+    fn delivered_up_to(&self) -> Result<Option<u64>, StoreError> {
+        self.state.delivered_up_to()
+    }
+
+    async fn set_delivered_up_to(&self, id: u64) -> Result<(), StoreError> {
+        self.state.set_delivered_up_to(id).await
+    }
+
+    async fn deliver(&self, message: &OwnerMessage) -> anyhow::Result<()> {
+        self.deliver_one(message).await
     }
 }
 
