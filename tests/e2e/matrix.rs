@@ -193,22 +193,11 @@ fn start(config: &str) -> TestDaemon {
 }
 
 async fn wait_ready(daemon: &TestDaemon) {
-    wait_until(60, "the matrix channel is ready", || async {
-        daemon
-            .channel_state("matrix")
-            .await
-            .is_some_and(|s| s.starts_with("ready"))
-    })
-    .await;
+    daemon.wait_channel_ready("matrix", 60).await;
 }
 
 async fn matrix_events(daemon: &TestDaemon) -> Vec<EventRow> {
-    daemon
-        .events()
-        .await
-        .into_iter()
-        .filter(|e| e.channel.starts_with("matrix:"))
-        .collect()
+    daemon.channel_events("matrix:").await
 }
 
 /// Synapse, the owner, the assistant's account and a daemon with `script` as its model.

@@ -497,6 +497,25 @@ impl TestDaemon {
         }
     }
 
+    /// Waits until `steward status` shows `channel` ready (`secs` at most).
+    pub async fn wait_channel_ready(&self, channel: &str, secs: u64) {
+        wait_until(secs, &format!("the {channel} channel is ready"), || async {
+            self.channel_state(channel)
+                .await
+                .is_some_and(|s| s.starts_with("ready"))
+        })
+        .await;
+    }
+
+    /// The events of channels named `prefix…` (`telegram:`, `matrix:`), oldest first.
+    pub async fn channel_events(&self, prefix: &str) -> Vec<EventRow> {
+        self.events()
+            .await
+            .into_iter()
+            .filter(|e| e.channel.starts_with(prefix))
+            .collect()
+    }
+
     /// The state `steward status` shows for a channel.
     pub async fn channel_state(&self, name: &str) -> Option<String> {
         self.status()

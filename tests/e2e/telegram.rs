@@ -31,22 +31,11 @@ fn start(config: &str, bot: &Bot) -> TestDaemon {
 }
 
 async fn wait_ready(daemon: &TestDaemon) {
-    wait_until(30, "the telegram channel is ready", || async {
-        daemon
-            .channel_state("telegram")
-            .await
-            .is_some_and(|s| s.starts_with("ready"))
-    })
-    .await;
+    daemon.wait_channel_ready("telegram", 30).await;
 }
 
 async fn telegram_events(daemon: &TestDaemon) -> Vec<EventRow> {
-    daemon
-        .events()
-        .await
-        .into_iter()
-        .filter(|e| e.channel.starts_with("telegram:"))
-        .collect()
+    daemon.channel_events("telegram:").await
 }
 
 /// The Bot API server, a model with `scripts`, and a daemon whose owner is [`OWNER`].
