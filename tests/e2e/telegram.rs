@@ -443,8 +443,18 @@ async fn a_new_token_starts_the_offset_over_and_the_new_bots_first_update_is_tak
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_is_waited_out_and_a_409_is_shown_not_hammered() {
-    let (server, bot, daemon, _model) = owner_and_daemon(vec![text_answer("Patiently.")], "").await;
+async fn a_429_is_waited_out_and_a_409_is_shown_not_hammered_and_the_token_is_never_logged() {
+    let bot = Bot::new(BOT, "steward_bot");
+    let server = BotApiServer::start(std::slice::from_ref(&bot)).await;
+    let model = ScriptedModel::start(vec![text_answer("Patiently.")], 4096);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("daemon.log");
+    let daemon = TestDaemon::start_with_log(
+        &(config(model.port) + telegram_config(&server, &[OWNER], "").as_str()),
+        &[(TOKEN_ENV, &bot.token), ("RUST_LOG", "debug")],
+        &log,
+    );
+    wait_ready(&daemon).await;
     server.rate_limit_sends(2);
     let asked = Instant::now();
     server.message_from(bot.id, OWNER, 1, "hello");
@@ -488,6 +498,12 @@ async fn a_429_is_waited_out_and_a_409_is_shown_not_hammered() {
             .any(|e| e.text == "after the conflict")
     })
     .await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("409"), "the conflict was logged");
+    assert!(
+        !logged.contains(&bot.token) && !logged.contains("AAH-test-token"),
+        "the token is in no log line"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
