@@ -75,6 +75,8 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// `http.header_timeout_secs`: time to send a request's headers.
     pub header_timeout: Duration,
+    /// `http.web`: the owner's web page under `/`.
+    pub web: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -80,6 +80,8 @@ pub(crate) struct RawHttpServer {
     pub max_connections: Option<Spanned<u64>>,
     /// Seconds a client has to send a request's headers (slowloris); default 10.
     pub header_timeout_secs: Option<Spanned<u64>>,
+    /// The owner's web page under `/` (log in with `steward web login`); default true.
+    pub web: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

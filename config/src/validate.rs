@@ -41,6 +41,7 @@ fn resolve_http_server(
         listen: address,
         max_body_bytes: max_body,
         metrics_public: raw.is_some_and(|h| h.metrics_public),
+        web: raw.and_then(|h| h.web).unwrap_or(true),
         hosts: raw
             .map(|h| {
                 h.hosts

@@ -134,6 +134,7 @@ async fn start_channels(
         watches: core.watches.clone(),
         token,
         telegram: crate::channels::telegram::state::TelegramState::open(store)?,
+        web: crate::owner::web_sessions::WebSessions::open(store)?,
     };
     let path = paths::socket_path(config.daemon.socket_path.as_ref(), data_dir);
     let listener =

@@ -112,6 +112,10 @@ pub enum Request {
     Telegram {
         command: TelegramCommand,
     },
+    /// `steward web login`: answered with `LoginLink`.
+    WebLogin,
+    /// `steward web logout --all`: answered with `LoggedOut`.
+    WebLogoutAll,
 }
 
 /// `steward telegram …`; answered with a `PairingCode` or `TelegramOwner` lines, then `End`.
@@ -229,6 +233,15 @@ pub enum Response {
     },
     TelegramOwner {
         owner: TelegramOwnerRow,
+    },
+    /// A one-time login link's token for the web page (`/login?token=…`).
+    LoginLink {
+        token: String,
+        expires_at: DateTime<Utc>,
+    },
+    /// How many web sessions were ended.
+    LoggedOut {
+        sessions: usize,
     },
     End,
     Error {

@@ -413,3 +413,48 @@ pub async fn telegram(
     }
     Ok(code)
 }
+
+/// The page's address as a browser should name it: the bound address, with `localhost` for
+/// an unspecified one (`0.0.0.0`).
+fn web_base(ctx: &Context) -> String {
+    let address = std::fs::read_to_string(ctx.data_dir.join("http.addr"))
+        .ok()
+        .and_then(|text| text.trim().parse::<std::net::SocketAddr>().ok());
+    match address {
+        Some(address) if address.ip().is_unspecified() => {
+            format!("http://localhost:{}", address.port())
+        }
+        Some(address) => format!("http://{address}"),
+        None => "http://127.0.0.1:8787".to_owned(),
+    }
+}
+
+/// `steward web login`: the one-time link.
+pub async fn web_login(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
+    let base = web_base(ctx);
+    stream(ctx, Request::WebLogin, |response| {
+        if let Response::LoginLink { token, expires_at } = response {
+            let url = format!("{base}/login?token={token}");
+            if json {
+                json_line(&serde_json::json!({"url": url, "expires_at": expires_at}));
+            } else {
+                out!(
+                    "Open this link to log in (once, before {}):",
+                    table::local(expires_at)
+                );
+                out!("{url}");
+            }
+        }
+    })
+    .await
+}
+
+/// `steward web logout --all`.
+pub async fn web_logout_all(ctx: &Context) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::WebLogoutAll, |response| {
+        if let Response::LoggedOut { sessions } = response {
+            out!("{sessions} web sessions ended");
+        }
+    })
+    .await
+}

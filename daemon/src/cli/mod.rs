@@ -150,10 +150,30 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The owner's web page: log in with a one-time link, or log every browser out
+    Web {
+        #[command(subcommand)]
+        command: WebCommandArgs,
+    },
     /// The Telegram bot's owners: pair one with a code, list them, remove one
     Telegram {
         #[command(subcommand)]
         command: TelegramCommandArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebCommandArgs {
+    /// Print a link that logs this browser in (works once, for 5 minutes)
+    Login {
+        #[arg(long)]
+        json: bool,
+    },
+    /// End web sessions
+    Logout {
+        /// Every session (the only kind there is to end from here)
+        #[arg(long, required = true)]
+        all: bool,
     },
 }
 
@@ -600,6 +620,12 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
         } => unreachable!("handled above"),
         Command::Cron { command } => client_command(cron::run(&ctx, command)),
         Command::Telegram { command } => client_command(listing::telegram(&ctx, command)),
+        Command::Web {
+            command: WebCommandArgs::Login { json },
+        } => client_command(listing::web_login(&ctx, json)),
+        Command::Web {
+            command: WebCommandArgs::Logout { .. },
+        } => client_command(listing::web_logout_all(&ctx)),
         Command::Token {
             command: TokenCommand::Show,
         } => show_token(&ctx),

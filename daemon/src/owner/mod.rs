@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod push;
 mod rows;
 pub mod token;
+pub mod web_sessions;
 
 use std::sync::Arc;
 
@@ -54,6 +55,8 @@ pub struct OwnerApi {
     pub token: ApiToken,
     /// The Telegram channel's state: its paired owners (`steward telegram pair|owners`).
     pub telegram: crate::channels::telegram::state::TelegramState,
+    /// The web page's login links and sessions (`steward web login|logout`).
+    pub web: web_sessions::WebSessions,
 }
 
 /// Which front door a request came through: who the event says sent it.
@@ -316,12 +319,68 @@ impl OwnerApi {
         self.trajectory.list(limit).map_err(unavailable)
     }
 
+    /// Up to `limit` items of the main trajectory before seq `before` (the newest when
+    /// `None`), oldest first.
+    pub fn trajectory_page(
+        &self,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<steward_events::TrajectoryItem>, OwnerError> {
+        self.trajectory.page(before, limit).map_err(unavailable)
+    }
+
+    /// Event `id` and, once it is in the main trajectory, the items of the step that took it
+    /// from the event on: its tool calls, their results, the answer.
+    pub fn event_path(
+        &self,
+        id: &str,
+    ) -> Result<(EventRow, Vec<steward_events::TrajectoryItem>), OwnerError> {
+        let parsed: EventId = id
+            .parse()
+            .map_err(|_| OwnerError::Invalid(format!("{id:?} is not an event id")))?;
+        let record = self
+            .inbox()
+            .get(parsed)
+            .map_err(unavailable)?
+            .ok_or_else(|| OwnerError::NotFound(format!("no event {id}")))?;
+        let row = EventRow::from(&record);
+        let items = match (&row.trajectory, row.trajectory_seq) {
+            (Some(trajectory), Some(seq)) if trajectory == "main" => {
+                let items = self.trajectory.from_seq(seq, 500).map_err(unavailable)?;
+                let step = items.first().map(|i| i.step);
+                items
+                    .into_iter()
+                    .take_while(|i| Some(i.step) == step)
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        Ok((row, items))
+    }
+
     pub fn pending(&self) -> Result<Vec<PendingRow>, OwnerError> {
         let actions = self.shared.confirmations.list().map_err(unavailable)?;
         Ok(actions.iter().map(pending_row).collect())
     }
 
-    /// Approves a pending action (with edited arguments, re-validated), which runs it once.
+    /// `steward web login`: a one-time login link's token (the CLI makes the URL).
+    pub async fn web_login(&self) -> Result<(String, chrono::DateTime<chrono::Utc>), OwnerError> {
+        if !self.web.served() {
+            return Err(OwnerError::Conflict(
+                "the web page is not served: it needs [http] (and http.web = true)".into(),
+            ));
+        }
+        self.web
+            .new_link(chrono::Utc::now())
+            .await
+            .map_err(unavailable)
+    }
+
+    /// `steward web logout --all`: how many sessions ended.
+    pub async fn web_logout_all(&self) -> Result<usize, OwnerError> {
+        self.web.end_all().await.map_err(unavailable)
+    }
+
     /// `steward telegram pair`: a one-time code for `/start CODE`.
     pub async fn telegram_pair(
         &self,
@@ -377,6 +436,7 @@ impl OwnerApi {
         self.telegram_owners()
     }
 
+    /// Approves a pending action (with edited arguments, re-validated), which runs it once.
     pub async fn confirm(&self, id: &str, args: Option<Value>) -> Result<PendingRow, OwnerError> {
         answered(self.shared.confirmations.approve(id, args).await)
     }

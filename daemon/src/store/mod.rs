@@ -188,6 +188,11 @@ impl Store {
         Ok(self.db.open_tree("telegram")?)
     }
 
+    /// The tree of the web page's login links and sessions.
+    pub fn web_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("web")?)
+    }
+
     /// The tree of the owner outbox.
     pub fn outbox_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("outbox")?)

@@ -134,6 +134,35 @@ impl Trajectory {
         Ok(items)
     }
 
+    /// Up to `limit` items before seq `before` (the newest when `None`), oldest first: a
+    /// page of a long trajectory, read without touching the rest.
+    pub fn page(
+        &self,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<TrajectoryItem>, StoreError> {
+        let end = self.key(before.unwrap_or(u64::MAX));
+        let mut items = Vec::new();
+        for entry in self.tree.range(self.prefix.clone()..end).rev().take(limit) {
+            items.push(decode("trajectory", &entry?.1)?);
+        }
+        items.reverse();
+        Ok(items)
+    }
+
+    /// The items from seq `from` on, up to `limit` of them, oldest first.
+    pub fn from_seq(&self, from: u64, limit: usize) -> Result<Vec<TrajectoryItem>, StoreError> {
+        let mut items = Vec::new();
+        for entry in self.tree.range(self.key(from)..).take(limit) {
+            let (key, value) = entry?;
+            if !key.starts_with(&self.prefix) {
+                break;
+            }
+            items.push(decode("trajectory", &value)?);
+        }
+        Ok(items)
+    }
+
     /// The items a model sees, oldest first: back to the latest summary, which comes first
     /// and stands in for everything it covers (older summaries included) — or back `max`
     /// items, if that comes first.

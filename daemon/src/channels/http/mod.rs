@@ -1,4 +1,5 @@
-//! The webhook channel and the HTTP server it lives in (webhooks, the owner API, health).
+//! The webhook channel and the HTTP server it lives in (webhooks, the owner API, health,
+//! the owner's web page).
 // Everything here reads outside input (HTTP requests): no slicing that can panic; where an
 // index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
@@ -8,6 +9,7 @@ pub mod metrics;
 pub mod server;
 pub mod template;
 pub mod verify;
+pub mod web;
 
 use steward_config::Config;
 
@@ -29,8 +31,15 @@ pub async fn start(
     let Some(http) = &config.http else {
         return Ok(());
     };
+    // The page shows times in the owner's zone (checked at start).
+    let web = if http.web {
+        Some(crate::core::owner_zone(config)?)
+    } else {
+        None
+    };
     let bound = server::bind(
         http,
+        web,
         &config.webhook_routes,
         config.senders.clone(),
         owner.clone(),

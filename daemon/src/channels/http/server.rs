@@ -1,5 +1,6 @@
 //! The HTTP server (axum): webhook routes at `/hooks/NAME`, the owner API under `/v1`
-//! ([`super::api`]), `/healthz` and `/readyz`.
+//! ([`super::api`]), `/healthz` and `/readyz`, and the owner's page ([`super::web`]) when
+//! `http.web`.
 //!
 //! A delivery is answered only after its event is durable in the inbox: `202
 //! {"event_id"}`, or `200 {"event_id": <original>, "duplicate": true}` for a redelivery
@@ -103,6 +104,8 @@ pub struct Bound {
     limits: ConnectionLimits,
     request_timeout: std::time::Duration,
     largest_body: usize,
+    /// The owner's page, in the owner's zone, when `http.web`.
+    web: Option<chrono_tz::Tz>,
 }
 
 impl std::fmt::Debug for Bound {
@@ -117,6 +120,7 @@ impl std::fmt::Debug for Bound {
 /// written to `DATA_DIR/http.addr`). Nothing is served until [`run`].
 pub async fn bind(
     http: &HttpConfig,
+    web: Option<chrono_tz::Tz>,
     routes: &[WebhookRouteConfig],
     senders: SenderPolicy,
     owner: OwnerApi,
@@ -170,15 +174,24 @@ pub async fn bind(
         },
         request_timeout: http.request_timeout,
         largest_body,
+        web,
     })
 }
 
 /// Serves until the channel is stopped; requests in flight finish.
 pub async fn run(bound: Bound, cx: ChannelContext) {
+    let hosts = Arc::new(bound.hosts);
+    let web = bound.web.map(|zone| super::web::Web {
+        owner: bound.owner.clone(),
+        hosts: hosts.clone(),
+        zone,
+        shutdown: cx.shutdown().clone(),
+    });
+    bound.owner.web.set_served(false);
     let api = super::api::Api {
         owner: bound.owner,
         shutdown: cx.shutdown().clone(),
-        hosts: Arc::new(bound.hosts),
+        hosts,
     };
     let state = AppState {
         routes: Arc::new(bound.routes),
@@ -191,6 +204,7 @@ pub async fn run(bound: Bound, cx: ChannelContext) {
         .route("/readyz", get(ready))
         .with_state(state)
         .merge(super::api::routes(api, bound.metrics_public))
+        .merge(web.map(super::web::routes).unwrap_or_default())
         .layer(DefaultBodyLimit::max(bound.largest_body))
         .layer(axum::middleware::from_fn_with_state(
             bound.request_timeout,

@@ -250,6 +250,20 @@ impl UserChannel {
                 let found = owner.search_tools(&query, max_results);
                 s.write_all(found, |tool| Response::Tool { tool }).await
             }
+            Request::WebLogin => match owner.web_login().await {
+                Ok((token, expires_at)) => {
+                    s.write(&Response::LoginLink { token, expires_at }).await?;
+                    s.write(&Response::End).await
+                }
+                Err(e) => s.error(e).await,
+            },
+            Request::WebLogoutAll => match owner.web_logout_all().await {
+                Ok(sessions) => {
+                    s.write(&Response::LoggedOut { sessions }).await?;
+                    s.write(&Response::End).await
+                }
+                Err(e) => s.error(e).await,
+            },
             Request::Telegram { command } => {
                 let owners = match command {
                     TelegramCommand::Pair => match owner.telegram_pair().await {
