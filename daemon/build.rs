@@ -1,5 +1,6 @@
 //! Whether the tests run as root (`test_as_root`: a test that creates a user to try the
-//! socket as someone else is otherwise built `#[ignore]`d with the reason), and which
+//! socket as someone else is otherwise built `#[ignore]`d with the reason), whether Debian's
+//! Chromium and chromedriver are there (`web_browser`, for the web page's browser test), and which
 //! third-party packages the interoperability tests can use: `scripts/interop-venv.sh`
 //! installs them into a virtual environment and marks each one that installed. A test whose
 //! package is missing is built `#[ignore]`d with the reason, so it is counted as skipped,
@@ -23,6 +24,16 @@ const PACKAGES: [&str; 10] = [
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(test_as_root)");
+    // The web page's browser test drives Debian's Chromium over its chromedriver.
+    println!("cargo::rustc-check-cfg=cfg(web_browser)");
+    for program in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        println!("cargo::rerun-if-changed={program}");
+    }
+    if std::path::Path::new("/usr/bin/chromium").exists()
+        && std::path::Path::new("/usr/bin/chromedriver").exists()
+    {
+        println!("cargo::rustc-cfg=web_browser");
+    }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let root = status
         .lines()

@@ -34,4 +34,6 @@ mod timer;
 mod torture;
 mod urgency;
 mod watch;
+mod web;
+mod webdriver;
 mod webhook;

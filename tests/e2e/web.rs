@@ -1,0 +1,389 @@
+//! The owner's web page through the real daemon: over plain HTTP for its defences (a
+//! login link works once, every page needs the session, a change needs the session, its
+//! CSRF token and this origin, a foreign `Host` is refused) and in a real headless
+//! Chromium (Debian's, over WebDriver) as its owner uses it, with screenshots of every page
+//! at desktop and phone width under `target/web-screenshots/`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::model::{config, text_answer};
+use crate::scripted_model::ScriptedModel;
+use crate::support::{TestDaemon, stdout, wait_until};
+
+/// A job and a policy that makes file writes ask first.
+const CONFIG: &str = r#"
+[http]
+listen = "127.0.0.1:0"
+
+[[cron]]
+name = "brief"
+schedule = "0 7 * * *"
+tz = "Europe/Berlin"
+text = "morning brief"
+
+[[tools.policy]]
+id = "careful-writes"
+tool = "fs_write"
+decision = "confirm"
+"#;
+
+struct Page {
+    daemon: TestDaemon,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Page {
+    fn start(extra: &str) -> Self {
+        let daemon = TestDaemon::start_with(&format!("{extra}\n{CONFIG}"));
+        let addr = std::fs::read_to_string(daemon.path().join("http.addr")).unwrap();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Self {
+            daemon,
+            base: format!("http://{}", addr.trim()),
+            http,
+        }
+    }
+
+    fn login_link(&self) -> String {
+        let output = self.daemon.cli(&["web", "login", "--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let link: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+        link["url"].as_str().unwrap().to_owned()
+    }
+
+    /// Logs in with a fresh link; the session cookie (`name=value`).
+    async fn login(&self) -> String {
+        let answer = self.http.get(self.login_link()).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        let cookie = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
+        cookie.split(';').next().unwrap().to_owned()
+    }
+
+    async fn get(&self, path: &str, cookie: Option<&str>) -> (u16, String) {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        let answer = request.send().await.unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.text().await.unwrap())
+    }
+
+    /// The CSRF token the page at `path` carries.
+    async fn csrf(&self, cookie: &str, path: &str) -> String {
+        let (_, html) = self.get(path, Some(cookie)).await;
+        let at = html
+            .find(r#"name="csrf" value=""#)
+            .expect("a form with its token")
+            + 19;
+        html[at..at + 40].to_owned()
+    }
+
+    async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> u16 {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap().status().as_u16()
+    }
+
+    fn job_paused(&self) -> bool {
+        let jobs = stdout(&self.daemon.cli(&["cron", "list", "--json"]));
+        let brief: Value = jobs
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|j| j["name"] == "brief")
+            .unwrap();
+        brief["paused"] == true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_link_works_once_and_every_page_needs_the_session() {
+    let page = Page::start("");
+    for path in [
+        "/",
+        "/chat",
+        "/approvals",
+        "/activity",
+        "/schedule",
+        "/web/stream",
+    ] {
+        let (status, html) = page.get(path, None).await;
+        assert_eq!(status, 401, "{path}");
+        assert!(html.contains("steward web login"), "{path}: {html}");
+    }
+    let link = page.login_link();
+    assert!(
+        link.starts_with(&format!("{}/login?token=", page.base)),
+        "{link}"
+    );
+    let first = page.http.get(&link).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let cookie = first.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=2592000"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let headers = first.headers().clone();
+    assert!(
+        headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(
+        page.http.get(&link).send().await.unwrap().status(),
+        403,
+        "a link works once"
+    );
+    let session = cookie.split(';').next().unwrap();
+    for (path, shows) in [
+        ("/", "Waiting for you"),
+        ("/chat", "Nothing said yet"),
+        ("/approvals", "Nothing waits for your approval"),
+        ("/activity", "<table>"),
+        ("/schedule", "morning brief"),
+    ] {
+        let (status, html) = page.get(path, Some(session)).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(html.contains(shows), "{path}: {html}");
+        assert!(!html.contains("<script>"), "no inline script on {path}");
+    }
+    let (status, _) = page.get("/", Some("steward_session=forged")).await;
+    assert_eq!(status, 401);
+    let out = page.daemon.cli(&["web", "logout", "--all"]);
+    assert!(stdout(&out).contains("1 web sessions ended"), "{out:?}");
+    let (status, _) = page.get("/", Some(session)).await;
+    assert_eq!(status, 401, "logged out everywhere");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_needs_the_session_its_token_and_this_origin_and_a_foreign_host_is_refused() {
+    let page = Page::start("");
+    let cookie = page.login().await;
+    let csrf = page.csrf(&cookie, "/schedule").await;
+    let origin = page.base.clone();
+    let host = page.base.trim_start_matches("http://").to_owned();
+    let form = format!("csrf={csrf}");
+    let refusals = [
+        (
+            "no session",
+            vec![("origin", origin.as_str())],
+            form.as_str(),
+        ),
+        (
+            "no token",
+            vec![("cookie", cookie.as_str()), ("origin", origin.as_str())],
+            "",
+        ),
+        (
+            "another session's token",
+            vec![("cookie", cookie.as_str()), ("origin", origin.as_str())],
+            "csrf=0000000000000000000000000000000000000000",
+        ),
+        (
+            "no origin",
+            vec![("cookie", cookie.as_str())],
+            form.as_str(),
+        ),
+        (
+            "another origin",
+            vec![
+                ("cookie", cookie.as_str()),
+                ("origin", "http://evil.example"),
+            ],
+            form.as_str(),
+        ),
+        (
+            "another site, same origin header",
+            vec![
+                ("cookie", cookie.as_str()),
+                ("origin", origin.as_str()),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            form.as_str(),
+        ),
+    ];
+    for (what, headers, body) in refusals {
+        let status = page.post("/schedule/brief/pause", &headers, body).await;
+        assert_eq!(status, 403, "{what}");
+        assert!(!page.job_paused(), "{what} changed nothing");
+    }
+    let rebinding = page
+        .post(
+            "/schedule/brief/pause",
+            &[
+                ("cookie", cookie.as_str()),
+                ("origin", "http://evil.example:80"),
+                ("host", "evil.example"),
+            ],
+            &form,
+        )
+        .await;
+    assert_eq!(rebinding, 421, "a foreign Host (DNS rebinding)");
+    assert!(!page.job_paused());
+
+    let allowed = [("cookie", cookie.as_str()), ("origin", origin.as_str())];
+    assert_eq!(
+        page.post("/schedule/brief/pause", &allowed, &form).await,
+        303
+    );
+    assert!(page.job_paused(), "the form works without JavaScript");
+    assert!(host.starts_with("127.0.0.1:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_from_the_page_runs_once_with_its_edited_arguments() {
+    let page = Page::start(
+        "[[cron]]\nname = \"water\"\nschedule = \"at +1s\"\nurgency = \"queue\"\naction = { tool = \"fs_write\", args = { path = \"plants.txt\", content = \"dry\" } }\n",
+    );
+    let cookie = page.login().await;
+    let pending = wait_for_pending(&page.daemon).await;
+    let csrf = page.csrf(&cookie, "/approvals").await;
+    let (_, html) = page.get("/approvals", Some(&cookie)).await;
+    assert!(html.contains(&pending), "the whole id is shown");
+    let edited = r#"{"path":"plants.txt","content":"watered"}"#;
+    let body = format!(
+        "csrf={csrf}&args={}",
+        form_urlencoded::byte_serialize(edited.as_bytes()).collect::<String>()
+    );
+    let headers = [("cookie", cookie.as_str()), ("origin", page.base.as_str())];
+    let path = format!("/approvals/{pending}/confirm");
+    assert_eq!(page.post(&path, &headers, &body).await, 303);
+    let file = page.daemon.path().join("workspace/plants.txt");
+    wait_until(20, "the write ran", || async { file.exists() }).await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "watered");
+    // Answering again (with other arguments) runs nothing a second time.
+    let again = format!(
+        "csrf={csrf}&args={}",
+        form_urlencoded::byte_serialize(br#"{"path":"plants.txt","content":"twice"}"#)
+            .collect::<String>()
+    );
+    page.post(&path, &headers, &again).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "watered",
+        "ran once"
+    );
+    let (_, html) = page.get("/approvals", Some(&cookie)).await;
+    assert!(html.contains("completed"), "{html}");
+}
+
+/// The id of the first pending action, once there is one.
+async fn wait_for_pending(daemon: &TestDaemon) -> String {
+    let mut id = String::new();
+    wait_until(30, "a request for confirmation", || {
+        let rows = stdout(&daemon.cli(&["pending", "--json"]));
+        let found = rows
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["state"] == "pending")
+            .and_then(|r| r["id"].as_str().map(str::to_owned));
+        if let Some(found) = &found {
+            id = found.clone();
+        }
+        async move { found.is_some() }
+    })
+    .await;
+    id
+}
+
+fn screenshots_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("web-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[cfg_attr(
+    not(web_browser),
+    ignore = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_the_owner_logs_in_chats_approves_live_and_pauses_a_job() {
+    use crate::webdriver::Browser;
+    let model = ScriptedModel::start(vec![text_answer("Hello from the model.")], 4096);
+    let page = Page::start(
+        &(config(model.port)
+            + "[[cron]]\nname = \"water\"\nschedule = \"at +6s\"\nurgency = \"queue\"\naction = { tool = \"fs_write\", args = { path = \"plants.txt\", content = \"watered\" } }\n"),
+    );
+    let browser = Browser::start(1280, 900).await;
+    browser.open(&page.login_link()).await;
+    browser.wait_for("nav a[aria-current=page][href='/']").await;
+    assert!(
+        !browser.url().await.contains("token"),
+        "no token left in the address bar"
+    );
+
+    // Approvals open before the cron turn asks: the request appears without a reload.
+    browser.open(&format!("{}/approvals", page.base)).await;
+    let approve = browser
+        .wait_for("form[action$='/confirm'] button[type=submit]")
+        .await;
+    browser.click(&approve).await;
+    browser.wait_for_text("completed").await;
+    let file = page.daemon.path().join("workspace/plants.txt");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "watered");
+
+    browser.open(&format!("{}/chat", page.base)).await;
+    let text = browser.wait_for("textarea[name=text]").await;
+    browser.type_into(&text, "hello there").await;
+    let send = browser.wait_for("form[action='/chat'] button").await;
+    browser.click(&send).await;
+    browser.wait_for_text("Hello from the model.").await;
+
+    browser.open(&format!("{}/schedule", page.base)).await;
+    let pause = browser
+        .wait_for("form[action='/schedule/brief/pause'] button")
+        .await;
+    browser.click(&pause).await;
+    browser
+        .wait_for("form[action='/schedule/brief/resume'] button")
+        .await;
+    assert!(page.job_paused());
+
+    // Every page, at desktop and at phone width.
+    let dir = screenshots_dir();
+    let phone = Browser::start(390, 844).await;
+    phone.open(&page.login_link()).await;
+    phone.wait_for("nav").await;
+    let event = page
+        .daemon
+        .events()
+        .await
+        .into_iter()
+        .find(|e| e.text == "hello there")
+        .unwrap();
+    for (name, path) in [
+        ("now", "/".to_owned()),
+        ("chat", "/chat".to_owned()),
+        ("approvals", "/approvals".to_owned()),
+        ("activity", "/activity".to_owned()),
+        ("event", format!("/activity/{}", event.id)),
+        ("schedule", "/schedule".to_owned()),
+    ] {
+        for (width, browser) in [("desktop", &browser), ("phone", &phone)] {
+            browser.open(&format!("{}{path}", page.base)).await;
+            browser.wait_for("main h1").await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let png = browser.screenshot().await;
+            assert!(png.starts_with(b"\x89PNG"), "{name} {width}");
+            std::fs::write(dir.join(format!("{name}-{width}.png")), png).unwrap();
+        }
+    }
+}
