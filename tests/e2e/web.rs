@@ -387,3 +387,21 @@ async fn in_chromium_the_owner_logs_in_chats_approves_live_and_pauses_a_job() {
         }
     }
 }
+
+#[test]
+fn doctor_warns_when_the_page_is_served_in_the_clear_beyond_loopback() {
+    for (listen, expected) in [
+        ("0.0.0.0:0", "WARN  web"),
+        ("192.0.2.10:8787", "WARN  web"),
+        ("127.0.0.1:0", "pass  web"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            format!("[http]\nlisten = \"{listen}\"\n"),
+        )
+        .unwrap();
+        let doctor = stdout(&crate::support::cli_in(dir.path(), &["doctor"]));
+        assert!(doctor.contains(expected), "{listen}: {doctor}");
+    }
+}

@@ -325,6 +325,36 @@ async fn matrix_check(config: &Config, data_dir: &Path, running: bool) -> Option
     })
 }
 
+/// The web page: served in the clear, it belongs on loopback (or behind a TLS proxy that
+/// reaches it there); bound to another address it is readable on the network.
+fn web_check(config: &Config) -> Option<Check> {
+    let http = config.http.as_ref().filter(|h| h.web)?;
+    let host = http
+        .listen
+        .rsplit_once(':')
+        .map_or(http.listen.as_str(), |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    Some(if loopback {
+        pass(
+            "web",
+            format!("the owner's page on http://{} (loopback)", http.listen),
+        )
+    } else {
+        warn(
+            "web",
+            format!(
+                "the owner's page is served without TLS on {}: its session cookie and pages cross the network in the clear",
+                http.listen
+            ),
+            "bind http.listen to 127.0.0.1 and reach it through a TLS reverse proxy or an SSH tunnel, or set http.web = false",
+        )
+    })
+}
+
 /// The Telegram bot: its token read and `getMe` answered by the Bot API.
 async fn telegram_check(config: &Config) -> Option<Check> {
     let telegram = config.telegram.as_ref()?;
@@ -578,6 +608,7 @@ pub async fn doctor(ctx: &Context, paths: Option<service::Paths>, json: bool) ->
         #[cfg(feature = "matrix")]
         checks.extend(matrix_check(config, &ctx.data_dir, running).await);
         checks.extend(telegram_check(config).await);
+        checks.extend(web_check(config));
         checks.push(model_check(config).await);
         checks.extend(inotify_check(config));
         checks.push(disk_check(config, &ctx.data_dir));
