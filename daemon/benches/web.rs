@@ -184,6 +184,10 @@ async fn main() {
         "{items} messages sent and merged in {:.1} s",
         filling.elapsed().as_secs_f64()
     );
+    println!(
+        "RSS after the fill, before any page: {:.1} MB",
+        status_mb(on.id(), "VmRSS:")
+    );
     let cookie = login(dir.path(), &http).await;
     let rounds = if quick { 50 } else { 200 };
     for (name, path) in [

@@ -405,3 +405,37 @@ fn doctor_warns_when_the_page_is_served_in_the_clear_beyond_loopback() {
         assert!(doctor.contains(expected), "{listen}: {doctor}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_comes_back_is_told_at_once_what_it_missed() {
+    let page = Page::start("");
+    let cookie = page.login().await;
+    let args = r#"{"text":"the bread is ready"}"#;
+    let called = page
+        .daemon
+        .cli(&["tools", "call", "notify_owner", "--args", args]);
+    assert!(called.status.success(), "{called:?}");
+    let outbox = stdout(&page.daemon.cli(&["outbox", "--json"]));
+    let newest: Value = serde_json::from_str(outbox.lines().last().unwrap()).unwrap();
+    let id = newest["id"].as_u64().unwrap();
+    let mut stream = page
+        .http
+        .get(format!("{}/web/stream", page.base))
+        .header("cookie", &cookie)
+        .header("last-event-id", (id - 1).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
+        .await
+        .expect("told at once")
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.contains("event: changed"), "{first}");
+    assert!(first.contains(&format!("id: {id}")), "{first}");
+    let (status, html) = page.get("/", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("the bread is ready"), "today's messages");
+}

@@ -185,6 +185,8 @@ struct ActivityQuery {
     #[serde(default)]
     state: Option<String>,
     #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
     channel: Option<String>,
 }
 
@@ -195,6 +197,7 @@ async fn activity(
 ) -> Response {
     let filter = ActivityFilter {
         state: query.state.filter(|s| !s.is_empty()),
+        source: query.source.filter(|s| !s.is_empty()),
         channel: query.channel.filter(|c| !c.is_empty()),
     };
     page(&web, &headers, |frame| {
@@ -204,6 +207,9 @@ async fn activity(
             .rows;
         if let Some(prefix) = &filter.channel {
             rows.retain(|r| r.channel.starts_with(prefix.as_str()));
+        }
+        if let Some(source) = &filter.source {
+            rows.retain(|r| r.source.as_str() == source);
         }
         Ok(pages::layout(
             frame,
@@ -388,33 +394,51 @@ async fn logout(State(web): State<Web>, headers: HeaderMap, body: Bytes) -> Resp
         .into_response()
 }
 
-/// `changed` whenever an owner message is queued or the reply hub announces something.
+/// `changed` whenever an owner message is queued (with its outbox id as the event id) or
+/// the reply hub announces something. A page that reconnects with `Last-Event-ID` is told
+/// at once when owner messages came after that id while it was away.
 async fn stream(State(web): State<Web>, headers: HeaderMap) -> Response {
     if guard::session(&web, &headers).is_none() {
         return login_needed();
     }
     let queued = web.owner.outbox().subscribe();
     let announced = web.owner.replies().subscribe();
+    let missed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .and_then(|seen| web.owner.outbox().after(seen).ok())
+        .and_then(|after| after.last().map(|m| m.id));
+    let catch_up = futures_util::stream::iter(missed.map(|id| changed(Some(id))));
     let messages = futures_util::stream::unfold(queued, |mut receiver| async move {
         match receiver.recv().await {
+            Ok(message) => Some((changed(Some(message.id)), receiver)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                Some((changed(None), receiver))
+            }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
-            _ => Some((changed(), receiver)),
         }
     });
     let announcements = futures_util::stream::unfold(announced, |mut receiver| async move {
         match receiver.recv().await {
             Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
-            _ => Some((changed(), receiver)),
+            _ => Some((changed(None), receiver)),
         }
     });
-    let events = futures_util::stream::select(messages, announcements);
+    use futures_util::StreamExt;
+    let events = catch_up.chain(futures_util::stream::select(messages, announcements));
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
 }
 
-fn changed() -> Result<SseEvent, std::convert::Infallible> {
-    Ok(SseEvent::default().event("changed").data("{}"))
+/// A `changed` notice; `id`: the owner message it tells of.
+fn changed(id: Option<u64>) -> Result<SseEvent, std::convert::Infallible> {
+    let event = SseEvent::default().event("changed").data("{}");
+    Ok(match id {
+        Some(id) => event.id(id.to_string()),
+        None => event,
+    })
 }
 
 /// The embedded files (see the module docs).

@@ -347,6 +347,7 @@ fn next_in_zone(at: DateTime<Utc>, zone: &str) -> String {
 #[derive(Debug, Default)]
 pub struct ActivityFilter {
     pub state: Option<String>,
+    pub source: Option<String>,
     pub channel: Option<String>,
 }
 
@@ -372,6 +373,17 @@ pub fn activity(frame: &Frame<'_>, rows: &[EventRow], filter: &ActivityFilter) -
                             option value=(state) selected { (if state.is_empty() { "any" } else { state }) }
                         } @else {
                             option value=(state) { (if state.is_empty() { "any" } else { state }) }
+                        }
+                    }
+                }
+            }
+            label { "Source"
+                select name="source" {
+                    @for source in ["", "user", "chat", "timer", "watch", "email", "webhook", "system", "lane"] {
+                        @if filter.source.as_deref().unwrap_or_default() == source {
+                            option value=(source) selected { (if source.is_empty() { "any" } else { source }) }
+                        } @else {
+                            option value=(source) { (if source.is_empty() { "any" } else { source }) }
                         }
                     }
                 }
