@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 /// Time for any call but the long poll.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest text of an answer to a button press.
+const CALLBACK_TEXT_CHARS: usize = 200;
 /// How long the server may hold `getUpdates` open.
 pub const POLL_TIMEOUT_SECS: u64 = 50;
 
@@ -184,14 +186,19 @@ impl BotApi {
     /// The updates from `offset` on (raw: each is parsed by [`super::parse`]), held open by
     /// the server up to [`POLL_TIMEOUT_SECS`].
     pub async fn get_updates(&self, offset: Option<i64>) -> Result<Vec<Value>, ApiError> {
-        let body = json!({
-            "timeout": POLL_TIMEOUT_SECS,
-            "allowed_updates": ["message", "edited_message", "callback_query"],
-            "offset": offset,
-        });
+        let mut body = serde_json::Map::new();
+        body.insert("timeout".into(), json!(POLL_TIMEOUT_SECS));
+        body.insert(
+            "allowed_updates".into(),
+            json!(["message", "edited_message", "callback_query"]),
+        );
+        // No offset at all (not null) until there is one: the first poll takes what waits.
+        if let Some(offset) = offset {
+            body.insert("offset".into(), json!(offset));
+        }
         self.call(
             "getUpdates",
-            &body,
+            &Value::Object(body),
             Duration::from_secs(POLL_TIMEOUT_SECS + 15),
         )
         .await
@@ -246,13 +253,15 @@ impl BotApi {
             .map(drop)
     }
 
-    /// Answers a button press (`alert`: as a dialog the user must dismiss).
+    /// Answers a button press (`alert`: as a dialog the user must dismiss); the text is cut
+    /// to the API's 200 characters.
     pub async fn answer_callback_query(
         &self,
         id: &str,
         text: &str,
         alert: bool,
     ) -> Result<(), ApiError> {
+        let text = super::html::cut(text, CALLBACK_TEXT_CHARS);
         let body = json!({"callback_query_id": id, "text": text, "show_alert": alert});
         self.call::<Value>("answerCallbackQuery", &body, CALL_TIMEOUT)
             .await
