@@ -146,23 +146,22 @@ impl Inbound<'_> {
         }
     }
 
-    fn event(&self, message: &Message, trust: Trust, payload: Payload) -> Event {
-        let from = message.from.unwrap_or_default();
+    fn event(&self, whence: &Whence, trust: Trust, payload: Payload) -> Event {
         let mut event = Event::new(
             Source::Chat,
-            format!("{CHANNEL}:{}", message.chat_id),
+            format!("{CHANNEL}:{}", whence.chat),
             Sender {
-                identity: from.to_string(),
+                identity: whence.from.to_string(),
                 authenticated_by: "telegram bot api".into(),
             },
             trust,
             payload,
         );
-        event.thread = Some(match message.reply_to {
-            Some(to) => format!("{}/{to}", message.chat_id),
-            None => message.chat_id.to_string(),
+        event.thread = Some(match whence.reply_to {
+            Some(to) => format!("{}/{to}", whence.chat),
+            None => whence.chat.to_string(),
         });
-        if let Some(at) = Utc.timestamp_opt(message.date, 0).single() {
+        if let Some(at) = Utc.timestamp_opt(whence.date, 0).single() {
             event.occurred_at = at;
         }
         event
@@ -204,7 +203,9 @@ impl Inbound<'_> {
             let outcome = self.answer(&pending, yes, reason).await;
             self.say(message.chat_id, Some(message.message_id), &outcome)
                 .await;
-            return self.handled(key, &message, &pending, yes, outcome).await;
+            return self
+                .handled(key, &whence(&message), &pending, yes, outcome)
+                .await;
         }
         let trust = match &admission {
             Admission::Take(trust) => *trust,
@@ -217,7 +218,7 @@ impl Inbound<'_> {
             in_reply_to: message.reply_to.map(|to| to.to_string()),
             text: message.event_text(),
         };
-        let mut event = self.event(&message, trust, Payload::Chat(Box::new(chat)));
+        let mut event = self.event(&whence(&message), trust, Payload::Chat(Box::new(chat)));
         event.dedupe_key = Some(key);
         if let Admission::Reject(reason) = admission {
             info!(chat = message.chat_id, from, %reason, "a Telegram message refused");
@@ -280,7 +281,7 @@ impl Inbound<'_> {
                 .await
                 .map_err(stored)?;
         let mut event = self.event(
-            message,
+            &whence(message),
             if paired {
                 Trust::Owner
             } else {
@@ -350,14 +351,14 @@ impl Inbound<'_> {
     async fn handled(
         &self,
         key: String,
-        message: &Message,
+        whence: &Whence,
         pending: &str,
         yes: bool,
         outcome: String,
     ) -> Result<(), Down> {
-        info!(chat = message.chat_id, %pending, yes, %outcome, "a request for confirmation answered in Telegram");
+        info!(chat = whence.chat, %pending, yes, %outcome, "a request for confirmation answered in Telegram");
         let mut event = self.event(
-            message,
+            whence,
             Trust::Owner,
             Payload::Notice {
                 text: format!("{} to {pending}", if yes { "confirm" } else { "deny" }),
@@ -378,21 +379,11 @@ impl Inbound<'_> {
             Some(("deny", id)) => Some((false, id.to_owned())),
             _ => None,
         };
-        let (chat, message_id) = callback.message.unwrap_or((callback.from, 0));
-        let pseudo = Message {
-            message_id,
-            chat_id: chat,
-            chat_type: String::new(),
-            from: Some(callback.from),
-            from_username: None,
-            from_is_bot: false,
+        let pressed = Whence {
+            chat: callback.message.map_or(callback.from, |(chat, _)| chat),
+            from: callback.from,
             date: Utc::now().timestamp(),
-            text: callback.data.clone(),
-            reply_to: None,
-            reply_to_from: None,
-            mentions: Vec::new(),
-            mentioned_ids: Vec::new(),
-            attachments: Vec::new(),
+            reply_to: callback.message.map(|(_, message)| message),
         };
         let (yes, pending) = match answer {
             Some(answer) if self.is_owner(callback.from) => answer,
@@ -406,7 +397,7 @@ impl Inbound<'_> {
                     warn!(error = %e, "could not refuse a button press");
                 }
                 let mut event = self.event(
-                    &pseudo,
+                    &pressed,
                     Trust::Untrusted,
                     Payload::Notice {
                         text: format!("a button press: {}", callback.data),
@@ -444,7 +435,7 @@ impl Inbound<'_> {
                 warn!(error = %e, "could not show the outcome on the request");
             }
         }
-        self.handled(key, &pseudo, &pending, yes, outcome).await
+        self.handled(key, &pressed, &pending, yes, outcome).await
     }
 
     /// Records an edit (see the module docs); edits by strangers are not looked at.
@@ -456,7 +447,7 @@ impl Inbound<'_> {
             return Ok(());
         };
         let mut event = self.event(
-            &message,
+            &whence(&message),
             trust,
             Payload::Notice {
                 text: format!("an edit of message {}", message.message_id),
@@ -472,5 +463,25 @@ impl Inbound<'_> {
             .await
             .map_err(stored)?;
         Ok(())
+    }
+}
+
+/// Where an event came from in Telegram: the chat, the user, when, and the message it
+/// answers (a reply's, or the request a button was on).
+#[derive(Debug)]
+struct Whence {
+    chat: i64,
+    from: i64,
+    /// Unix seconds.
+    date: i64,
+    reply_to: Option<i64>,
+}
+
+fn whence(message: &Message) -> Whence {
+    Whence {
+        chat: message.chat_id,
+        from: message.from.unwrap_or_default(),
+        date: message.date,
+        reply_to: message.reply_to,
     }
 }
