@@ -13,6 +13,12 @@ pub enum Announcement {
         text: String,
         reply_to: Vec<EventId>,
     },
+    /// A model's answer as it streams in: its text so far (replaced by the `Reply` that
+    /// follows, or dropped when the step is cancelled).
+    Partial {
+        text: String,
+        reply_to: Vec<EventId>,
+    },
     StepEnded {
         events: Vec<EventId>,
         outcome: StepEnd,

@@ -26,6 +26,19 @@ fn usage_and_done() -> String {
     format!("data: {usage}\n\ndata: [DONE]\n\n")
 }
 
+/// An answer that streams `first`, then holds the stream (past the daemon's 10 s model
+/// timeout, so the call is tried again), then would send `rest`.
+pub(crate) fn text_held_after(first: &str, rest: &str) -> String {
+    sse(&[
+        chunk(json!({"role": "assistant", "content": first}), None),
+        "<<PAUSE>>".to_owned(),
+        chunk(json!({"content": rest}), None),
+        chunk(json!({}), Some("stop")),
+        usage_and_done(),
+    ]
+    .concat())
+}
+
 pub(crate) fn config(port: u16) -> String {
     format!(
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"scripted\"\ntimeout_secs = 10\n"

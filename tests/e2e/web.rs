@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::model::{config, text_answer};
+use crate::model::{config, text_answer, text_held_after};
 use crate::scripted_model::ScriptedModel;
 use crate::support::{TestDaemon, stdout, wait_until};
 
@@ -315,12 +315,12 @@ fn screenshots_dir() -> PathBuf {
     ignore = "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_chromium_the_owner_logs_in_chats_approves_live_and_pauses_a_job() {
+async fn in_chromium_the_owner_logs_in_approves_live_pauses_a_job_and_sees_an_answer_stream_in() {
     use crate::webdriver::Browser;
-    let model = ScriptedModel::start(vec![text_answer("Hello from the model.")], 4096);
+    // Approvals and the schedule on a daemon without a model: a cron turn runs its tool
+    // call directly.
     let page = Page::start(
-        &(config(model.port)
-            + "[[cron]]\nname = \"water\"\nschedule = \"at +6s\"\nurgency = \"queue\"\naction = { tool = \"fs_write\", args = { path = \"plants.txt\", content = \"watered\" } }\n"),
+        "[[cron]]\nname = \"water\"\nschedule = \"at +6s\"\nurgency = \"queue\"\naction = { tool = \"fs_write\", args = { path = \"plants.txt\", content = \"watered\" } }\n",
     );
     let browser = Browser::start(1280, 900).await;
     browser.open(&page.login_link()).await;
@@ -340,13 +340,6 @@ async fn in_chromium_the_owner_logs_in_chats_approves_live_and_pauses_a_job() {
     let file = page.daemon.path().join("workspace/plants.txt");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "watered");
 
-    browser.open(&format!("{}/chat", page.base)).await;
-    let text = browser.wait_for("textarea[name=text]").await;
-    browser.type_into(&text, "hello there").await;
-    let send = browser.wait_for("form[action='/chat'] button").await;
-    browser.click(&send).await;
-    browser.wait_for_text("Hello from the model.").await;
-
     browser.open(&format!("{}/schedule", page.base)).await;
     let pause = browser
         .wait_for("form[action='/schedule/brief/pause'] button")
@@ -357,28 +350,62 @@ async fn in_chromium_the_owner_logs_in_chats_approves_live_and_pauses_a_job() {
         .await;
     assert!(page.job_paused());
 
-    // Every page, at desktop and at phone width.
-    let dir = screenshots_dir();
-    let phone = Browser::start(390, 844).await;
-    phone.open(&page.login_link()).await;
-    phone.wait_for("nav").await;
-    let event = page
+    // The chat, on a daemon with a model that streams "Hello, " and then stalls: the page
+    // shows the answer growing, then the whole answer (the call tried again) replaces it.
+    let model = ScriptedModel::start(
+        vec![
+            text_held_after("Hello, ", "never sent"),
+            text_answer("Hello, streaming world."),
+        ],
+        4096,
+    );
+    let chatting = Page::start(&config(model.port));
+    let talker = Browser::start(1280, 900).await;
+    talker.open(&chatting.login_link()).await;
+    talker.wait_for("nav").await;
+    talker.open(&format!("{}/chat", chatting.base)).await;
+    let text = talker.wait_for("textarea[name=text]").await;
+    talker.type_into(&text, "hello there").await;
+    let send = talker.wait_for("form[action='/chat'] button").await;
+    talker.click(&send).await;
+    talker.wait_for("#streaming pre").await;
+    talker.wait_for_text("Hello, </pre>").await;
+    assert!(
+        !talker.source().await.contains("Hello, streaming world."),
+        "shown while it streams, before the answer"
+    );
+    talker.wait_for_text("Hello, streaming world.").await;
+    let event = chatting
         .daemon
         .events()
         .await
         .into_iter()
         .find(|e| e.text == "hello there")
-        .unwrap();
-    for (name, path) in [
-        ("now", "/".to_owned()),
-        ("chat", "/chat".to_owned()),
-        ("approvals", "/approvals".to_owned()),
-        ("activity", "/activity".to_owned()),
-        ("event", format!("/activity/{}", event.id)),
-        ("schedule", "/schedule".to_owned()),
+        .expect("the chat message is an event");
+
+    // Every page, at desktop and at phone width.
+    let dir = screenshots_dir();
+    let phone = Browser::start(390, 844).await;
+    phone.open(&chatting.login_link()).await;
+    phone.wait_for("nav").await;
+    let phone_main = Browser::start(390, 844).await;
+    phone_main.open(&page.login_link()).await;
+    phone_main.wait_for("nav").await;
+    for (name, on_chat_daemon, path) in [
+        ("now", false, "/".to_owned()),
+        ("chat", true, "/chat".to_owned()),
+        ("approvals", false, "/approvals".to_owned()),
+        ("activity", true, "/activity".to_owned()),
+        ("event", true, format!("/activity/{}", event.id)),
+        ("schedule", false, "/schedule".to_owned()),
     ] {
-        for (width, browser) in [("desktop", &browser), ("phone", &phone)] {
-            browser.open(&format!("{}{path}", page.base)).await;
+        let (base, desktop, small) = if on_chat_daemon {
+            (&chatting.base, &talker, &phone)
+        } else {
+            (&page.base, &browser, &phone_main)
+        };
+        for (width, browser) in [("desktop", desktop), ("phone", small)] {
+            browser.open(&format!("{base}{path}")).await;
             browser.wait_for("main h1").await;
             tokio::time::sleep(Duration::from_millis(200)).await;
             let png = browser.screenshot().await;

@@ -310,6 +310,10 @@ fn stream_error(value: &Value) -> Failure {
 }
 
 impl StreamDecoder for EventDecoder {
+    fn text(&self) -> &str {
+        &self.answer.text
+    }
+
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure> {
         let value = parse_chunk(event)?;
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");

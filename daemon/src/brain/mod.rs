@@ -47,6 +47,18 @@ pub struct BrainInput<'a> {
     pub tools: &'a [ToolSpec],
     /// The owner's zone: events are dated in it (`owner.timezone`).
     pub zone: chrono_tz::Tz,
+    /// Told the answer's text so far while a model streams it (the owner's page shows it).
+    pub on_text: Option<OnText<'a>>,
+}
+
+/// Where a streaming answer's text so far goes (see [`BrainInput::on_text`]).
+#[derive(Clone, Copy)]
+pub struct OnText<'a>(pub &'a transport::Progress);
+
+impl fmt::Debug for OnText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnText(..)")
+    }
 }
 
 /// A message for the owner; routed back to whoever sent the events it answers.

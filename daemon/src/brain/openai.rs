@@ -199,6 +199,10 @@ pub struct ChunkDecoder {
 }
 
 impl StreamDecoder for ChunkDecoder {
+    fn text(&self) -> &str {
+        &self.answer.text
+    }
+
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure> {
         if event.data == "[DONE]" {
             self.finished = true;

@@ -69,9 +69,14 @@ pub struct PartialCall {
 }
 
 /// Turns one provider's stream events into an [`Answer`].
+/// Told the answer's text so far while it streams (see [`Endpoint::stream`]).
+pub type Progress = dyn Fn(&str) + Send + Sync;
+
 pub trait StreamDecoder: Default + Send {
     /// Takes one event; `Ok(true)` when it was the stream's explicit end.
     fn feed(&mut self, event: &SseEvent) -> Result<bool, Failure>;
+    /// The answer's text so far (what a watching owner is shown while it streams).
+    fn text(&self) -> &str;
     /// The answer, once the stream ended (explicitly or by closing); an error when it
     /// ended before the answer was complete.
     fn finish(self) -> Result<Answer, Failure>;
@@ -132,13 +137,18 @@ impl Endpoint {
         })
     }
 
-    /// Posts `body` and decodes the streamed answer, retrying as the module docs say.
-    pub async fn stream<D: StreamDecoder>(&self, body: Vec<u8>) -> Result<Answer, BrainError> {
+    /// Posts `body` and decodes the streamed answer, retrying as the module docs say; the
+    /// text so far goes to `progress` as it grows (from the start again on a retry).
+    pub async fn stream<D: StreamDecoder>(
+        &self,
+        body: Vec<u8>,
+        progress: Option<&Progress>,
+    ) -> Result<Answer, BrainError> {
         // Shared, not copied, between attempts: bodies can be megabytes.
         let body = bytes::Bytes::from(body);
         let mut attempt = 0;
         loop {
-            match self.attempt::<D>(body.clone()).await {
+            match self.attempt::<D>(body.clone(), progress).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Final(e)) => return Err(e),
                 Err(Failure::Retry { error, after }) => {
@@ -154,7 +164,11 @@ impl Endpoint {
         }
     }
 
-    async fn attempt<D: StreamDecoder>(&self, body: bytes::Bytes) -> Result<Answer, Failure> {
+    async fn attempt<D: StreamDecoder>(
+        &self,
+        body: bytes::Bytes,
+        progress: Option<&Progress>,
+    ) -> Result<Answer, Failure> {
         let mut request = self
             .client
             .post(&self.url)
@@ -204,6 +218,7 @@ impl Endpoint {
         }
         let mut parser = SseParser::default();
         let mut decoder = D::default();
+        let mut told = 0;
         loop {
             let Some(bytes) = self.next_chunk(&mut response, "stream").await? else {
                 return decoder.finish();
@@ -212,6 +227,12 @@ impl Endpoint {
                 if decoder.feed(&event)? {
                     return decoder.finish();
                 }
+            }
+            if let Some(progress) = progress
+                && decoder.text().len() != told
+            {
+                told = decoder.text().len();
+                progress(decoder.text());
             }
         }
     }
@@ -346,7 +367,10 @@ fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
             prompt::conversation(input.history, input.zone),
             input.tools,
         )?;
-        let answer = wire.endpoint().stream::<W::Decoder>(body).await?;
+        let answer = wire
+            .endpoint()
+            .stream::<W::Decoder>(body, input.on_text.map(|sink| sink.0))
+            .await?;
         Ok(answer.into_turn(input.events))
     })
 }
@@ -359,7 +383,7 @@ fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
             texts: vec![transcript.into()],
         }];
         let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[])?;
-        let answer = wire.endpoint().stream::<W::Decoder>(body).await?;
+        let answer = wire.endpoint().stream::<W::Decoder>(body, None).await?;
         Ok(Summary {
             text: answer.text,
             usage: answer.usage,

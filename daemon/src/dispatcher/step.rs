@@ -165,6 +165,7 @@ impl StepRunner {
             }
             direct.into_iter().zip(outcomes).collect()
         };
+        let streaming = partial_answers(self.replies.clone(), events);
         for round in 0..self.max_model_calls {
             if self.brain.history_items() > 0
                 && !self.fit_context(trajectory, step, view, cancel).await?
@@ -183,6 +184,7 @@ impl StepRunner {
                 round,
                 tools: &tools,
                 zone: self.zone,
+                on_text: Some(crate::brain::OnText(&streaming)),
             };
             let turn = tokio::select! {
                 biased;
@@ -533,3 +535,25 @@ enum StepError {
     #[error("the step's merge could not be made durable: {0}")]
     Flush(String),
 }
+
+/// Announces a streaming answer's text so far (for the owner's page), at most every
+/// [`PARTIAL_EVERY`]: the final reply follows anyway, so a skipped update loses nothing.
+fn partial_answers(replies: ReplyHub, events: &[Event]) -> impl Fn(&str) + Send + Sync + use<> {
+    let reply_to: Vec<steward_events::EventId> = events.iter().map(|e| e.id).collect();
+    let last = std::sync::Mutex::new(None::<tokio::time::Instant>);
+    move |text: &str| {
+        let now = tokio::time::Instant::now();
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| now - at < PARTIAL_EVERY) {
+            return;
+        }
+        *last = Some(now);
+        replies.announce(Announcement::Partial {
+            reply_to: reply_to.clone(),
+            text: text.to_owned(),
+        });
+    }
+}
+
+/// How often a streaming answer's progress is announced.
+const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);

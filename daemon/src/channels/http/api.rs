@@ -287,7 +287,8 @@ async fn deny(State(api): State<Api>, UrlPath(id): UrlPath<String>, body: Bytes)
 
 /// Owner messages routed to `http` (`pending` for a request for confirmation, `message`
 /// for the rest, each with its outbox id as the event id) and replies, step endings and
-/// tool results as they are announced. A client that reconnects with `Last-Event-ID` is
+/// tool results as they are announced — and `partial` (the text so far) while a model's
+/// answer streams in. A client that reconnects with `Last-Event-ID` is
 /// first given every owner message after that id.
 async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl IntoResponse {
     let announced = api.owner.replies().subscribe();
@@ -378,6 +379,9 @@ fn describe(announcement: Announcement) -> (&'static str, Value) {
     match announcement {
         Announcement::Reply { text, reply_to } => {
             ("reply", json!({"text": text, "reply_to": reply_to}))
+        }
+        Announcement::Partial { text, reply_to } => {
+            ("partial", json!({"text": text, "reply_to": reply_to}))
         }
         Announcement::StepEnded { events, outcome } => {
             ("step_ended", json!({"events": events, "outcome": outcome}))

@@ -16,8 +16,9 @@
 //!   token gets 403 and changes nothing.
 //! - A `POST` answers `303 See Other` back to its page (the form's page shows the outcome).
 //! - `/web/stream` is the session's event stream: owner messages and the reply hub's
-//!   announcements, as `changed` notices only (the page fetches what it shows itself). An
-//!   open page costs the daemon that one connection and nothing else.
+//!   announcements as `changed` notices (the page fetches what it shows itself), and a
+//!   streaming answer's text so far as `partial`. An open page costs the daemon that one
+//!   connection and nothing else.
 //! - Usage (tokens per day and job) waits for the budgets issue; the navigation has room.
 
 pub mod guard;
@@ -43,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use self::pages::{ActivityFilter, Frame, Nav};
 use super::api::AllowedHosts;
 use crate::owner::{CronDone, FrontDoor, OwnerApi, OwnerError};
+use crate::replies::Announcement;
 
 /// What the page's handlers share.
 #[derive(Clone, Debug)]
@@ -395,8 +397,10 @@ async fn logout(State(web): State<Web>, headers: HeaderMap, body: Bytes) -> Resp
 }
 
 /// `changed` whenever an owner message is queued (with its outbox id as the event id) or
-/// the reply hub announces something. A page that reconnects with `Last-Event-ID` is told
-/// at once when owner messages came after that id while it was away.
+/// the reply hub announces something; `partial` with `{"text"}` while a model's answer
+/// streams in (the chat shows it until the answer itself arrives). A page that reconnects
+/// with `Last-Event-ID` is told at once when owner messages came after that id while it
+/// was away.
 async fn stream(State(web): State<Web>, headers: HeaderMap) -> Response {
     if guard::session(&web, &headers).is_none() {
         return login_needed();
@@ -422,6 +426,13 @@ async fn stream(State(web): State<Web>, headers: HeaderMap) -> Response {
     let announcements = futures_util::stream::unfold(announced, |mut receiver| async move {
         match receiver.recv().await {
             Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+            Ok(Announcement::Partial { text, .. }) => {
+                let data = serde_json::json!({ "text": text }).to_string();
+                Some((
+                    Ok(SseEvent::default().event("partial").data(data)),
+                    receiver,
+                ))
+            }
             _ => Some((changed(None), receiver)),
         }
     });
