@@ -614,3 +614,67 @@ async fn groups_must_be_allowed_and_addressed_and_files_are_recorded_by_id() {
         .unwrap();
     assert_eq!(photo.text, "our cat\n[photo AgAD-large, 98765 bytes]");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_saying_no_to_a_request_denies_it_and_nothing_runs() {
+    let recorder = crate::http::Recorder::start(Duration::ZERO);
+    let post = one_call(
+        "call_post",
+        "http_request",
+        json!({"method": "POST", "url": format!("http://127.0.0.1:{}/water", recorder.port), "body": "on"}),
+    );
+    let (server, bot, daemon, _model) = owner_and_daemon(
+        vec![
+            post,
+            text_answer("Asked you first."),
+            text_answer("Left dry."),
+        ],
+        "\n[tools.http]\nallow_hosts = [\"127.0.0.1\"]\n",
+    )
+    .await;
+    server.message_from(bot.id, OWNER, 3, "water the plants");
+    wait_until(60, "the request arrives", || async {
+        server
+            .sent_to(OWNER)
+            .iter()
+            .any(|m| m.get("reply_markup").is_some())
+    })
+    .await;
+    let index = server
+        .calls("sendMessage")
+        .iter()
+        .position(|c| c.body.get("reply_markup").is_some())
+        .unwrap();
+    let request_id = 1002 + i64::try_from(index).unwrap();
+    // The owner answers by replying to the request.
+    server.push(
+        bot.id,
+        "message",
+        json!({
+            "message_id": 4,
+            "from": {"id": OWNER, "is_bot": false, "first_name": "Owner"},
+            "chat": {"id": OWNER, "type": "private"},
+            "date": chrono::Utc::now().timestamp(),
+            "text": "no, not today",
+            "reply_to_message": {"message_id": request_id, "date": 1,
+                "chat": {"id": OWNER, "type": "private"},
+                "from": {"id": bot.id, "is_bot": true, "first_name": "Steward"}},
+        }),
+    );
+    wait_until(30, "the denial is told", || async {
+        texts(&server.sent_to(OWNER))
+            .iter()
+            .any(|t| t.starts_with("Denied"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(recorder.seen().is_empty(), "nothing ran");
+    let pending = stdout(&daemon.cli(&["pending", "--all", "--json"]));
+    assert!(pending.contains("\"state\":\"denied\""), "{pending}");
+    let handled = telegram_events(&daemon)
+        .await
+        .into_iter()
+        .find(|e| e.state == "handled")
+        .expect("the answer is recorded handled");
+    assert!(handled.text.starts_with("deny to "), "{handled:?}");
+}

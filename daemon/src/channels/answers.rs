@@ -20,7 +20,7 @@ pub fn reply_answer(text: &str) -> Option<(bool, Option<String>)> {
     let first = words.next()?.to_lowercase();
     let rest = words.collect::<Vec<_>>().join(" ");
     let reason = (!rest.is_empty()).then_some(rest);
-    match first.trim_end_matches(['.', '!']) {
+    match first.trim_end_matches(['.', '!', ',', ':', ';']) {
         "yes" | "y" | "ok" | "confirm" | "/confirm" => Some((true, None)),
         "no" | "n" | "deny" | "/deny" => Some((false, reason)),
         other => answer_of(other).map(|yes| (yes, if yes { None } else { reason })),
@@ -68,6 +68,8 @@ mod tests {
             ("/confirm", Some((true, None))),
             ("✅", Some((true, None))),
             ("no not now", Some((false, Some("not now".to_owned())))),
+            ("No, not today", Some((false, Some("not today".to_owned())))),
+            ("yes: go ahead", Some((true, None))),
             ("❌ too risky", Some((false, Some("too risky".to_owned())))),
             ("yesterday was fine", None),
             ("", None),
