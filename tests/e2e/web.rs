@@ -332,6 +332,7 @@ async fn in_chromium_the_owner_logs_in_approves_live_pauses_a_job_and_sees_an_an
 
     // Approvals open before the cron turn asks: the request appears without a reload.
     browser.open(&format!("{}/approvals", page.base)).await;
+    browser.wait_for("html[data-live=on]").await;
     let approve = browser
         .wait_for("form[action$='/confirm'] button[type=submit]")
         .await;
@@ -369,6 +370,9 @@ async fn in_chromium_the_owner_logs_in_approves_live_pauses_a_job_and_sees_an_an
         .await;
     talker.wait_for("nav").await;
     talker.open(&format!("{chat_base}/chat")).await;
+    // The page listens before the owner writes (an answer streamed before that is shown
+    // whole when it arrives, as on any page opened late).
+    talker.wait_for("html[data-live=on]").await;
     let text = talker.wait_for("textarea[name=text]").await;
     talker.type_into(&text, "hello there").await;
     let send = talker.wait_for("form[action='/chat'] button").await;

@@ -398,7 +398,7 @@ async fn logout(State(web): State<Web>, headers: HeaderMap, body: Bytes) -> Resp
 
 /// `changed` whenever an owner message is queued (with its outbox id as the event id) or
 /// the reply hub announces something; `partial` with `{"text"}` while a model's answer
-/// streams in (the chat shows it until the answer itself arrives). A page that reconnects
+/// streams in, then `answered` once the answer is in the conversation (or the step ended). A page that reconnects
 /// with `Last-Event-ID` is told at once when owner messages came after that id while it
 /// was away.
 async fn stream(State(web): State<Web>, headers: HeaderMap) -> Response {
@@ -433,6 +433,12 @@ async fn stream(State(web): State<Web>, headers: HeaderMap) -> Response {
                     receiver,
                 ))
             }
+            // The streamed text is over: the answer is in the conversation, or the step
+            // ended without one.
+            Ok(Announcement::Reply { .. } | Announcement::StepEnded { .. }) => Some((
+                Ok(SseEvent::default().event("answered").data("{}")),
+                receiver,
+            )),
             _ => Some((changed(None), receiver)),
         }
     });

@@ -20,9 +20,12 @@
       window.htmx.ajax("GET", url, { target: "#live", select: "#live", swap: "outerHTML" });
     }, 150);
   }
-  function streaming(event) {
+  // The answer streaming in, until `answered`: shown again after every swap of the live
+  // region (a refresh, or the page htmx loads after a form), so no swap loses it.
+  var partial = null;
+  function showPartial() {
     var live = document.getElementById("live");
-    if (!live || window.location.pathname !== "/chat") {
+    if (partial === null || !live || window.location.pathname !== "/chat") {
       return;
     }
     var line = document.getElementById("streaming");
@@ -37,9 +40,24 @@
       line.appendChild(document.createElement("pre"));
       live.appendChild(line);
     }
-    line.querySelector("pre").textContent = JSON.parse(event.data).text;
+    line.querySelector("pre").textContent = partial;
   }
+  document.addEventListener("htmx:afterSettle", showPartial);
   var stream = new EventSource("/web/stream");
+  // Whether the page is live, for the stylesheet and for tests: `data-live` on <html>.
+  stream.addEventListener("open", function () {
+    document.documentElement.setAttribute("data-live", "on");
+  });
+  stream.addEventListener("error", function () {
+    document.documentElement.setAttribute("data-live", "off");
+  });
   stream.addEventListener("changed", refresh);
-  stream.addEventListener("partial", streaming);
+  stream.addEventListener("partial", function (event) {
+    partial = JSON.parse(event.data).text;
+    showPartial();
+  });
+  stream.addEventListener("answered", function () {
+    partial = null;
+    refresh();
+  });
 })();
