@@ -28,3 +28,4 @@ pub(crate) mod retention;
 pub(crate) mod status;
 pub mod store;
 pub(crate) mod supervisor;
+pub(crate) mod text;

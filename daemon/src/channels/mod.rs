@@ -39,6 +39,7 @@
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
 pub mod answers;
+pub mod busy;
 pub mod context;
 #[cfg(feature = "email")]
 pub mod email;

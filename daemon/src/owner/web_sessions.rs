@@ -15,9 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::store::{Store, StoreError, decode, encode};
+use crate::store::{Store, StoreError, decode, encode, secret_key};
 
 /// How long a login link works.
 pub const LINK_VALID: Duration = Duration::minutes(5);
@@ -50,9 +49,7 @@ fn random_token() -> String {
 }
 
 fn hashed(kind: &str, secret: &str) -> String {
-    let digest = Sha256::digest(secret.trim().as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{kind}:{hex}")
+    secret_key(kind, secret.trim())
 }
 
 impl WebSessions {

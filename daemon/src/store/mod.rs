@@ -205,6 +205,15 @@ impl Store {
     }
 }
 
+/// The key under which a secret (a login link, a pairing code) is kept: `kind:` and the
+/// secret's SHA-256, so that a copy of the database gives none of them away.
+pub(crate) fn secret_key(kind: &str, secret: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(secret.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{kind}:{hex}")
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     Ok(serde_json::to_vec(value)?)
 }

@@ -400,7 +400,7 @@ impl Inbound<'_> {
                 event_id,
                 duplicate_of: None,
             }) => {
-                self.typing.start(room.room_id(), event_id);
+                self.typing.start(room.room_id().to_owned(), event_id);
                 return Ok(());
             }
             Ok(Sent::Accepted { .. }) => return Ok(()),

@@ -90,11 +90,12 @@ async fn session(channel: &MatrixChannel, cx: &ChannelContext) -> Result<(), Dow
     let stop = cx.shutdown().child_token();
     let _stop_on_return = stop.clone().drop_guard();
     let typing = typing::Typing::default();
-    cx.spawn(
-        typing
-            .clone()
-            .run(client.clone(), cx.replies().clone(), stop.clone()),
-    );
+    cx.spawn(typing::run(
+        typing.clone(),
+        client.clone(),
+        cx.replies().clone(),
+        stop.clone(),
+    ));
     let outbound = outbound::Outbound {
         client: client.clone(),
         config: channel.account.config.clone(),

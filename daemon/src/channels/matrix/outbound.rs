@@ -52,53 +52,6 @@ impl Outbound {
         crate::owner::push::run(&self, &outbox, stop).await;
     }
 
-    async fn deliver_one(&self, message: &OwnerMessage) -> anyhow::Result<()> {
-        let reply = match self.destination(message)? {
-            Destination::Elsewhere => return Ok(()),
-            Destination::Room(reply) => reply,
-            Destination::Owner => match self.owner_room().await? {
-                Some(room) => Reply {
-                    room: room.room_id().to_owned(),
-                    in_reply_to: None,
-                    thread_root: None,
-                },
-                None => {
-                    warn!(
-                        message_id = message.id,
-                        "matrix.owners names nobody to send owner messages to"
-                    );
-                    return Ok(());
-                }
-            },
-        };
-        let Some(room) = self
-            .client
-            .get_room(&reply.room)
-            .filter(|r| r.state() == RoomState::Joined)
-        else {
-            warn!(message_id = message.id, room = %reply.room, "the room of an owner message is not joined; skipped");
-            return Ok(());
-        };
-        let mut text = message.text.clone();
-        if message.kind == MessageKind::Confirmation {
-            text.push_str("\n(or react ✅ / ❌ to this message)");
-        }
-        let sent = reply_to(
-            &room,
-            &reply,
-            &text,
-            &format!("steward-outbox-{}", message.id),
-            self.config.e2ee,
-        )
-        .await?;
-        for event_id in &sent {
-            self.state.note_sent(event_id, message.id)?;
-        }
-        self.cx.outbox().delivered(message.id, CHANNEL).await?;
-        info!(message_id = message.id, room = %reply.room, parts = sent.len(), "owner message delivered in Matrix");
-        Ok(())
-    }
-
     fn destination(&self, message: &OwnerMessage) -> anyhow::Result<Destination> {
         let Some(origin) = message.origin else {
             return Ok(Destination::Owner);
@@ -176,6 +129,49 @@ impl Push for Outbound {
     }
 
     async fn deliver(&self, message: &OwnerMessage) -> anyhow::Result<()> {
-        self.deliver_one(message).await
+        let reply = match self.destination(message)? {
+            Destination::Elsewhere => return Ok(()),
+            Destination::Room(reply) => reply,
+            Destination::Owner => match self.owner_room().await? {
+                Some(room) => Reply {
+                    room: room.room_id().to_owned(),
+                    in_reply_to: None,
+                    thread_root: None,
+                },
+                None => {
+                    warn!(
+                        message_id = message.id,
+                        "matrix.owners names nobody to send owner messages to"
+                    );
+                    return Ok(());
+                }
+            },
+        };
+        let Some(room) = self
+            .client
+            .get_room(&reply.room)
+            .filter(|r| r.state() == RoomState::Joined)
+        else {
+            warn!(message_id = message.id, room = %reply.room, "the room of an owner message is not joined; skipped");
+            return Ok(());
+        };
+        let mut text = message.text.clone();
+        if message.kind == MessageKind::Confirmation {
+            text.push_str("\n(or react ✅ / ❌ to this message)");
+        }
+        let sent = reply_to(
+            &room,
+            &reply,
+            &text,
+            &format!("steward-outbox-{}", message.id),
+            self.config.e2ee,
+        )
+        .await?;
+        for event_id in &sent {
+            self.state.note_sent(event_id, message.id)?;
+        }
+        self.cx.outbox().delivered(message.id, CHANNEL).await?;
+        info!(message_id = message.id, room = %reply.room, parts = sent.len(), "owner message delivered in Matrix");
+        Ok(())
     }
 }

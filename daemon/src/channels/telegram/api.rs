@@ -261,7 +261,7 @@ impl BotApi {
         text: &str,
         alert: bool,
     ) -> Result<(), ApiError> {
-        let text = super::html::cut(text, CALLBACK_TEXT_CHARS);
+        let text = crate::text::cut(text, CALLBACK_TEXT_CHARS);
         let body = json!({"callback_query_id": id, "text": text, "show_alert": alert});
         self.call::<Value>("answerCallbackQuery", &body, CALL_TIMEOUT)
             .await

@@ -29,17 +29,6 @@ fn escape(text: &str) -> String {
     out
 }
 
-/// `text` cut to at most `max` characters (an ellipsis marking the cut).
-pub fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some(_) => {
-            let kept: String = text.chars().take(max.saturating_sub(1)).collect();
-            format!("{kept}…")
-        }
-        None => text.to_owned(),
-    }
-}
-
 /// Plain text, escaped (for messages the channel writes itself).
 pub fn plain(text: &str) -> String {
     escape(text)
@@ -264,8 +253,6 @@ mod tests {
             assert_eq!(to_html(markdown), html, "{markdown:?}");
         }
         assert_eq!(plain("<b>&"), "&lt;b&gt;&amp;");
-        assert_eq!(cut("abcdef", 4), "abc…");
-        assert_eq!(cut("abcd", 4), "abcd");
     }
 
     #[test]

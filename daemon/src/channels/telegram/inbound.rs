@@ -428,8 +428,8 @@ impl Inbound<'_> {
                 .map(|m| m.text)
                 .unwrap_or_default();
             // The request's text and the outcome within one message's limit.
-            let request = super::html::cut(&request, 3000);
-            let outcome = super::html::cut(&outcome, 1000);
+            let request = crate::text::cut(&request, 3000);
+            let outcome = crate::text::cut(&outcome, 1000);
             let text = format!("{}\n\n<b>{}</b>", plain(&request), plain(&outcome));
             if let Err(e) = self.api.edit_message_text(chat, message_id, &text).await {
                 warn!(error = %e, "could not show the outcome on the request");

@@ -120,11 +120,12 @@ async fn session(channel: &TelegramChannel, cx: &ChannelContext) -> Result<(), D
     let stop = cx.shutdown().child_token();
     let _stop_on_return = stop.clone().drop_guard();
     let typing = typing::Typing::default();
-    cx.spawn(
-        typing
-            .clone()
-            .run(api.clone(), cx.replies().clone(), stop.clone()),
-    );
+    cx.spawn(typing::run(
+        typing.clone(),
+        api.clone(),
+        cx.replies().clone(),
+        stop.clone(),
+    ));
     let outbound = outbound::Outbound {
         api: api.clone(),
         config: channel.config.clone(),

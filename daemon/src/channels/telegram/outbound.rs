@@ -88,29 +88,6 @@ impl Outbound {
         crate::owner::push::run(&self, &outbox, stop).await;
     }
 
-    async fn deliver_one(&self, message: &OwnerMessage) -> anyhow::Result<()> {
-        let destinations = self.destinations(message)?;
-        if destinations.is_empty() {
-            return Ok(());
-        }
-        let mut arrived = false;
-        for destination in destinations {
-            let record = self.send_to(message, destination).await?;
-            match &record.state {
-                SendState::Sent => arrived = true,
-                SendState::Unknown { .. } => self.tell_unknown(&[record]).await,
-                SendState::Refused { why } => {
-                    warn!(message_id = message.id, chat = destination.chat, %why, "Telegram refused an owner message; it is not sent again");
-                }
-                SendState::Sending { .. } | SendState::Retrying { .. } => {}
-            }
-        }
-        if arrived {
-            self.cx.outbox().delivered(message.id, CHANNEL).await?;
-        }
-        Ok(())
-    }
-
     /// Sends `message` into one chat unless it was sent (or tried) there before; where it
     /// stands after. `Err` only when it can be tried again (nothing of it went out).
     async fn send_to(&self, message: &OwnerMessage, to: Destination) -> anyhow::Result<SendRecord> {
@@ -271,7 +248,26 @@ impl Push for Outbound {
     }
 
     async fn deliver(&self, message: &OwnerMessage) -> anyhow::Result<()> {
-        self.deliver_one(message).await
+        let destinations = self.destinations(message)?;
+        if destinations.is_empty() {
+            return Ok(());
+        }
+        let mut arrived = false;
+        for destination in destinations {
+            let record = self.send_to(message, destination).await?;
+            match &record.state {
+                SendState::Sent => arrived = true,
+                SendState::Unknown { .. } => self.tell_unknown(&[record]).await,
+                SendState::Refused { why } => {
+                    warn!(message_id = message.id, chat = destination.chat, %why, "Telegram refused an owner message; it is not sent again");
+                }
+                SendState::Sending { .. } | SendState::Retrying { .. } => {}
+            }
+        }
+        if arrived {
+            self.cx.outbox().delivered(message.id, CHANNEL).await?;
+        }
+        Ok(())
     }
 }
 

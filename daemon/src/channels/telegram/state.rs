@@ -13,9 +13,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::store::{Store, StoreError, decode, encode};
+use crate::store::{Store, StoreError, decode, encode, secret_key};
 
 const BOT: &str = "bot";
 const OFFSET: &str = "offset";
@@ -82,9 +81,7 @@ fn number(bytes: &[u8]) -> [u8; 8] {
 }
 
 fn code_key(code: &str) -> String {
-    let digest = Sha256::digest(code.trim().to_ascii_uppercase().as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("pair:{hex}")
+    secret_key("pair", &code.trim().to_ascii_uppercase())
 }
 
 fn send_key(message: u64, chat: i64) -> String {

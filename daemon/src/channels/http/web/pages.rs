@@ -401,20 +401,13 @@ pub fn activity(frame: &Frame<'_>, rows: &[EventRow], filter: &ActivityFilter) -
                             td class=(state_class(&row.state)) { (row.state) }
                             td { (row.source.as_str()) }
                             td { (row.channel) }
-                            td { (clip(&row.text, 200)) @if let Some(detail) = &row.detail { div.muted { (detail) } } }
+                            td { (crate::text::cut(&row.text, 200)) @if let Some(detail) = &row.detail { div.muted { (detail) } } }
                         }
                     }
                 }
             }
             @if rows.is_empty() { p.empty { "No events." } }
         }
-    }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", text.get(..at).unwrap_or(text)),
-        None => text.to_owned(),
     }
 }
 
