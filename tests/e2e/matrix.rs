@@ -721,8 +721,12 @@ async fn with_no_direct_room_yet_the_assistant_opens_one_and_the_owner_reads_it(
         r#"{"text":"the backup finished"}"#,
     ]);
     assert!(call.status.success(), "{call:?}");
+    // The room can be listed before its invite event is read: wait for both.
     wait_until(60, "the assistant invites the owner", || async {
-        !owner.client.invited_rooms().is_empty()
+        match owner.client.invited_rooms().first() {
+            Some(room) => room.invite_details().await.is_ok(),
+            None => false,
+        }
     })
     .await;
     let invited = owner.client.invited_rooms().remove(0);
