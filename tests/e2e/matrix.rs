@@ -403,11 +403,24 @@ async fn kill_9_during_a_burst_loses_and_doubles_nothing_and_decryption_survives
     let dir = daemon.take().unwrap().into_dir();
     let daemon = TestDaemon::start_in_with_env(dir, &[(PASSWORD_ENV, PASSWORD)]);
     wait_ready(&daemon).await;
-    wait_until(120, "all 50 messages are events", || async {
-        matrix_events(&daemon).await.len() >= 50
-    })
-    .await;
-    let events = matrix_events(&daemon).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let events = loop {
+        let events = matrix_events(&daemon).await;
+        if events.len() >= 50 {
+            break events;
+        }
+        let missing: Vec<usize> = (0..50)
+            .filter(|n| {
+                let text = format!("burst message {n}");
+                !events.iter().any(|e| e.text == text)
+            })
+            .collect();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until all 50 messages are events; missing {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(events.len(), 50, "each message exactly one event");
     for n in 0..50 {
         let text = format!("burst message {n}");

@@ -64,7 +64,11 @@ impl TestDaemon {
             .args(common_args(dir.path()))
             .arg("run")
             .env("NOTIFY_SOCKET", &notify_path)
-            .env("RUST_LOG", "warn")
+            // `STEWARD_TEST_LOG` raises the daemons' log level when a test is investigated.
+            .env(
+                "RUST_LOG",
+                std::env::var("STEWARD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -115,6 +115,7 @@ impl Inbound<'_> {
                 response = self.client.sync_once(settings) => response.map_err(failed("sync"))?,
             };
             let first = token.is_none();
+            debug!(since = ?token, next = %response.next_batch, joined = response.rooms.joined.len(), left = response.rooms.left.len(), invited = response.rooms.invited.len(), to_device = response.to_device.len(), "synced");
             for room in response.rooms.invited.keys() {
                 self.invited(room).await?;
             }
@@ -185,6 +186,7 @@ impl Inbound<'_> {
             return Ok(());
         };
         let mut events = update.timeline.events;
+        debug!(room = %room_id, events = events.len(), limited = update.timeline.limited, "a room's timeline synced");
         if update.timeline.limited {
             let mut earlier = self.gap(&room, update.timeline.prev_batch).await;
             earlier.append(&mut events);
@@ -192,6 +194,7 @@ impl Inbound<'_> {
         }
         // What came before the assistant's own join is history, not a request.
         if let Some(joined_at) = events.iter().rposition(|e| self.is_own_join(e)) {
+            debug!(room = %room_id, before = joined_at, "events before the assistant's join are history");
             events.drain(..=joined_at);
         }
         for event in events {
@@ -252,6 +255,7 @@ impl Inbound<'_> {
 
     /// Takes one timeline event (see the module docs).
     async fn take(&self, room: &Room, event: TimelineEvent) -> Result<(), Down> {
+        debug!(event = ?event.event_id(), undecrypted = event.kind.is_utd(), "a timeline event");
         if event.kind.is_utd() {
             if let Some(id) = event.event_id()
                 && event.sender().is_some_and(|s| s.as_str() != self.own_id())

@@ -12,6 +12,11 @@
 //!   `store.old-TIMESTAMP` — never reused, never deleted.
 //! - With an access token, the device is the token's own (asked with `whoami`); a revoked
 //!   token is an error to fix, not something to log in around.
+//! - The channel's sync position is the only one that counts: the SDK's own (in its state
+//!   store) is forgotten before a saved session is restored. The SDK drops a response whose
+//!   `next_batch` equals the token it saved last ("the same response twice"); after a crash
+//!   between the SDK's processing of a sync and the channel's taking of its events, the
+//!   channel's re-read of that sync would otherwise come back empty and its messages be lost.
 //! - The session file is written before the first request made with the new device, so a
 //!   crash right after logging in leaves an orphan device at worst, never a store that does
 //!   not match its session.
@@ -21,6 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::ruma::api::error::ErrorKind;
+use matrix_sdk::store::StateStoreDataKey;
 use matrix_sdk::{Client, SessionMeta, SessionTokens};
 use serde::{Deserialize, Serialize};
 use steward_config::{MatrixConfig, MatrixLogin};
@@ -63,12 +69,16 @@ impl Account {
         crate::core::create_private_dir(&self.dir)?;
         if let Some(saved) = self.saved()? {
             let client = self.client().await?;
+            forget_sdk_sync_token(&client).await?;
             client
                 .restore_session(saved.session)
                 .await
                 .context("cannot restore the saved Matrix session")?;
             match client.whoami().await {
-                Ok(_) => return Ok(client),
+                Ok(_) => {
+                    info!(device = %client.device_id().map(|d| d.to_string()).unwrap_or_default(), "restored the saved Matrix session");
+                    return Ok(client);
+                }
                 Err(e)
                     if matches!(
                         e.client_api_error_kind(),
@@ -296,4 +306,14 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(&temporary, path)
+}
+
+/// Forgets the sync token the SDK saved in its state store (see the module docs); it is
+/// read from there when the session is restored.
+async fn forget_sdk_sync_token(client: &Client) -> anyhow::Result<()> {
+    client
+        .state_store()
+        .remove_kv_data(StateStoreDataKey::SyncToken)
+        .await
+        .context("cannot clear the Matrix store's own sync position")
 }
