@@ -197,6 +197,19 @@ pub struct ScheduledAction {
 }
 
 impl Payload {
+    /// The tool call this payload asks for by name, run without the model: a job's
+    /// `action` or a `steward tools call`.
+    pub fn direct_call(&self) -> Option<(&str, &serde_json::Value)> {
+        match self {
+            Payload::ToolCall { tool, args, .. }
+            | Payload::Scheduled {
+                action: Some(ScheduledAction { tool, args }),
+                ..
+            } => Some((tool, args)),
+            _ => None,
+        }
+    }
+
     /// The text the brain reads for this payload.
     pub fn text(&self) -> &str {
         match self {

@@ -24,7 +24,7 @@ pub use event::{
     ScheduledAction, Sender, Source, StateKind, Trust,
 };
 pub use id::{EventId, ParseIdError};
-pub use routing::{Route, route_event};
+pub use routing::{LaneFit, Route, route_event};
 pub use senders::{SenderDecision, SenderPolicy, Unknown};
 pub use step::{StepEnd, TokenUsage};
 pub use tool_call::{ToolCallRequest, ToolOutcome, ToolStatus};

@@ -1,5 +1,10 @@
 //! Step routing: what the dispatcher does with an event of a given urgency, depending on
 //! whether a step is in flight. Kept pure so the dispatcher's arms stay one call each.
+//!
+//! A PARALLEL event whose own tool call (a job's `action`, named by the owner) is one a
+//! side lane may not run is not parallel work: it goes to the main trajectory as if it
+//! were QUEUE, where its call runs (or asks the owner) as the owner configured it, rather
+//! than being refused by the lane's tool set.
 
 use crate::urgency::Urgency;
 
@@ -16,7 +21,19 @@ pub enum Route {
     SpawnLane,
 }
 
-pub fn route_event(urgency: Urgency, step_running: bool) -> Route {
+/// Whether a side lane can do what an event asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneFit {
+    Fits,
+    /// The event's own tool call is not allowed in a side lane.
+    NeedsMainTrajectory,
+}
+
+pub fn route_event(urgency: Urgency, step_running: bool, lane: LaneFit) -> Route {
+    let urgency = match (urgency, lane) {
+        (Urgency::Parallel, LaneFit::NeedsMainTrajectory) => Urgency::Queue,
+        (urgency, _) => urgency,
+    };
     match (urgency, step_running) {
         (Urgency::Parallel, _) => Route::SpawnLane,
         (Urgency::Cancel, true) => Route::CancelStep,
@@ -31,19 +48,24 @@ mod tests {
 
     #[test]
     fn routing_table() {
+        use LaneFit::{Fits, NeedsMainTrajectory as Main};
         let table = [
-            (Urgency::Queue, false, Route::StartStep),
-            (Urgency::Queue, true, Route::Buffer),
-            (Urgency::Cancel, false, Route::StartStep),
-            (Urgency::Cancel, true, Route::CancelStep),
-            (Urgency::Parallel, false, Route::SpawnLane),
-            (Urgency::Parallel, true, Route::SpawnLane),
+            (Urgency::Queue, false, Fits, Route::StartStep),
+            (Urgency::Queue, true, Fits, Route::Buffer),
+            (Urgency::Cancel, false, Fits, Route::StartStep),
+            (Urgency::Cancel, true, Fits, Route::CancelStep),
+            (Urgency::Parallel, false, Fits, Route::SpawnLane),
+            (Urgency::Parallel, true, Fits, Route::SpawnLane),
+            (Urgency::Parallel, false, Main, Route::StartStep),
+            (Urgency::Parallel, true, Main, Route::Buffer),
+            (Urgency::Queue, true, Main, Route::Buffer),
+            (Urgency::Cancel, true, Main, Route::CancelStep),
         ];
-        for (urgency, running, expected) in table {
+        for (urgency, running, lane, expected) in table {
             assert_eq!(
-                route_event(urgency, running),
+                route_event(urgency, running, lane),
                 expected,
-                "{urgency:?} running={running}"
+                "{urgency:?} running={running} {lane:?}"
             );
         }
     }

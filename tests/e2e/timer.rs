@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use steward_protocol::EventRow;
 
-use crate::support::{TestDaemon, stdout};
+use crate::support::{TestDaemon, stdout, wait_until};
 
 fn job(name: &str, schedule: &str, extra: &str) -> String {
     format!(
@@ -289,4 +289,46 @@ async fn sighup_reconciles_jobs_and_watches_and_keeps_them_on_a_bad_file() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(names(&daemon), ["second"]);
     assert!(daemon.cli(&["status"]).status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_action_runs_where_its_tool_may_run_and_says_only_its_outcome() {
+    // Default urgency (parallel): `echo` may run in a side lane; `fs_write` may not, so its
+    // job runs in the main trajectory, rather than being refused by the lane.
+    let daemon = TestDaemon::start_with(
+        "[[cron]]\nname = \"water\"\nschedule = \"at +1s\"\naction = { tool = \"fs_write\", args = { path = \"plants.txt\", content = \"dry\" } }\n\
+         [[cron]]\nname = \"ping\"\nschedule = \"at +1s\"\naction = { tool = \"echo\", args = { text = \"pong\" } }\n",
+    );
+    wait_until(30, "the job's file is written", || async {
+        stdout(&daemon.cli(&["outbox", "--json"])).contains(r#"\"created\":true"#)
+    })
+    .await;
+    wait_until(30, "both occurrences are merged", || async {
+        let events = daemon.events().await;
+        ["water", "ping"].iter().all(|job| {
+            events
+                .iter()
+                .any(|e| e.channel == format!("cron:{job}") && e.state == "merged")
+        })
+    })
+    .await;
+    let events = daemon.events().await;
+    let trajectory_of = |job: &str| {
+        events
+            .iter()
+            .find(|e| e.channel == format!("cron:{job}"))
+            .and_then(|e| e.trajectory.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(trajectory_of("water"), "main", "{events:#?}");
+    assert!(trajectory_of("ping").starts_with("lane:"), "{events:#?}");
+    let outbox = stdout(&daemon.cli(&["outbox", "--json"]));
+    assert!(
+        !outbox.contains("lane.tools"),
+        "not refused by the lane: {outbox}"
+    );
+    assert!(
+        !outbox.contains("Reminder ("),
+        "an action says its outcome only: {outbox}"
+    );
 }

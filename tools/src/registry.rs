@@ -333,6 +333,12 @@ impl ToolRegistry {
             .map(|(_, candidate)| candidate.clone())
     }
 
+    /// Whether a side lane may run `name` (an unknown tool is refused wherever it runs).
+    pub fn allowed_in_lane(&self, name: &str) -> bool {
+        self.get(name)
+            .is_none_or(|tool| tool.contract.allowed_in_lane)
+    }
+
     pub fn is_disabled(&self, name: &str) -> bool {
         self.catalog()
             .tools

@@ -4,14 +4,15 @@
 //!
 //! Commands: `/help`, `/status`, `/tool NAME {json-args}` (arguments default to `{}`).
 //! A scheduled job's text is a reminder: it is said to the owner as it was written
-//! (`Reminder (tea): make tea`), so a job set without a model still reaches its owner.
+//! (`Reminder (tea): make tea`), so a job set without a model still reaches its owner; a
+//! job with an `action` says nothing more than its call's outcome.
 //! Events from side lanes and the daemon's own notices get no answer: nobody waits on
 //! them.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, Payload, Source, ToolCallRequest, ToolOutcome, ToolStatus};
+use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus};
 
 use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
 use crate::status::StatusBoard;
@@ -32,10 +33,10 @@ impl NoneBrain {
 
     fn answer(&self, event: &Event, turn: &mut BrainTurn) {
         if matches!(event.source, Source::Lane | Source::System)
-            || matches!(event.payload, Payload::ToolCall { .. })
+            || event.payload.direct_call().is_some()
         {
             // Summaries and notices: nobody waits for an answer. Direct tool calls (a
-            // job's action too) were run before this turn.
+            // job's action too) were run before this turn, and their outcome told.
             return;
         }
         let text = event.payload.text().trim();

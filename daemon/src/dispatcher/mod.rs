@@ -7,7 +7,8 @@
 //!   calls are aborted at once; a side effect in flight finishes and records its outcome),
 //!   `step_cancelled` is recorded, then the cancelling event(s) are merged, then anything
 //!   buffered before them, and a new step starts.
-//! - PARALLEL: handed to a side lane ([`Lanes`]). Its result comes back as a QUEUE event
+//! - PARALLEL: handed to a side lane ([`Lanes`]) — unless the event's own tool call is one
+//!   a lane may not run; then it is QUEUE (see [`route_event`]). Its result comes back as a QUEUE event
 //!   that is merged into the main trajectory as context for the next step, without a step
 //!   (and a model call) of its own: the lane's answer already reached the owner through the
 //!   owner outbox, so the main conversation only needs to know it.
@@ -24,7 +25,9 @@ mod step;
 
 use std::sync::Arc;
 
-use steward_events::{Event, EventId, ItemKind, Route, Source, TrajectoryItem, route_event};
+use steward_events::{
+    Event, EventId, ItemKind, LaneFit, Route, Source, TrajectoryItem, route_event,
+};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -143,7 +146,8 @@ impl Dispatcher {
             }
             for record in batch {
                 at.cursor = record.arrival;
-                match route_event(record.event.urgency, at.running.is_some()) {
+                let lane = self.lane_fit(&record.event);
+                match route_event(record.event.urgency, at.running.is_some(), lane) {
                     Route::StartStep | Route::Buffer => at.buffered.push(record),
                     Route::CancelStep => {
                         if let Some(running) = &at.running {
@@ -155,6 +159,19 @@ impl Dispatcher {
                     Route::SpawnLane => self.lanes.spawn(record),
                 }
             }
+        }
+    }
+
+    /// Whether a side lane may run the event's own tool call (see [`route_event`]).
+    fn lane_fit(&self, event: &Event) -> LaneFit {
+        match event.payload.direct_call() {
+            Some((tool, _)) if !self.steps.pipeline.registry().allowed_in_lane(tool) => {
+                if event.urgency == steward_events::Urgency::Parallel {
+                    info!(event_id = %event.id, tool, "a side lane may not run this event's call: it runs in the main trajectory");
+                }
+                LaneFit::NeedsMainTrajectory
+            }
+            _ => LaneFit::Fits,
         }
     }
 

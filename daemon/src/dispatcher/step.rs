@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use steward_events::{
-    Event, ItemKind, Payload, ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryItem, Trust,
+    Event, ItemKind, ToolCallRequest, ToolOutcome, ToolStatus, TrajectoryItem, Trust,
 };
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
@@ -337,18 +337,14 @@ impl StepRunner {
 fn direct_calls(events: &[Event]) -> Vec<ToolCallRequest> {
     events
         .iter()
-        .filter_map(|e| match &e.payload {
-            Payload::ToolCall { tool, args, .. }
-            | Payload::Scheduled {
-                action: Some(steward_events::ScheduledAction { tool, args }),
-                ..
-            } => Some(ToolCallRequest {
+        .filter_map(|e| {
+            let (tool, args) = e.payload.direct_call()?;
+            Some(ToolCallRequest {
                 call_id: new_call_id(),
-                tool: tool.clone(),
+                tool: tool.to_owned(),
                 args: args.clone(),
                 origin: Some(e.id),
-            }),
-            _ => None,
+            })
         })
         .collect()
 }
