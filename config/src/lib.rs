@@ -6,6 +6,7 @@
 // index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+mod budget;
 mod email;
 mod error;
 mod matrix;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use steward_events::{Urgency, UrgencyRule};
 
+pub use budget::{BudgetConfig, Prices, RunSettings, UsageConfig};
 pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
 pub use matrix::{MatrixConfig, MatrixLogin};
@@ -38,6 +40,10 @@ pub struct Config {
     pub owner: OwnerConfig,
     pub lanes: LaneConfig,
     pub model: ModelConfig,
+    /// `[models.NAME]`: profiles a job, route or watch may run on.
+    pub models: std::collections::BTreeMap<String, ModelConfig>,
+    pub budget: BudgetConfig,
+    pub usage: UsageConfig,
     pub urgency_rules: Vec<UrgencyRule>,
     pub tools: ToolsConfig,
     /// `[[mcp.servers]]`.
@@ -94,6 +100,7 @@ pub struct WebhookRouteConfig {
     pub tolerance_secs: i64,
     /// `untrusted` (default) or `trusted`.
     pub trusted: bool,
+    pub run: RunSettings,
 }
 
 /// Where a secret comes from (never the config file itself).
@@ -172,6 +179,7 @@ pub struct WatchConfig {
     pub text: String,
     /// `queue` (the default) or `parallel`.
     pub urgency: Urgency,
+    pub run: RunSettings,
 }
 
 /// One `[[cron]]` job. The schedule and zone are checked by the timer when it starts (a bad
@@ -190,6 +198,7 @@ pub struct CronJobConfig {
     pub missed: String,
     pub max_lateness: Duration,
     pub enabled: bool,
+    pub run: RunSettings,
 }
 
 /// What an occurrence does.
@@ -395,6 +404,8 @@ pub struct ModelConfig {
     pub context_window_tokens: u64,
     /// The longest answer asked for (Anthropic requires it); reserved out of the window.
     pub max_output_tokens: u64,
+    /// What its tokens cost, when the owner said.
+    pub prices: Option<Prices>,
 }
 
 /// Names of jobs, watches and webhook routes: 1-64 ASCII letters, digits, `-` or `_`

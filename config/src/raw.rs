@@ -28,6 +28,10 @@ pub(crate) struct RawConfig {
     pub matrix: Option<crate::matrix::RawMatrix>,
     pub telegram: Option<crate::telegram::RawTelegram>,
     pub owner: RawOwner,
+    /// `[models.NAME]`: model profiles a job, route or watch may name with `model`.
+    pub models: std::collections::BTreeMap<String, RawModel>,
+    pub budget: crate::budget::RawBudget,
+    pub usage: crate::budget::RawUsage,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -103,6 +107,12 @@ pub(crate) struct RawWebhookRoute {
     pub rate_per_min: Option<Spanned<u64>>,
     pub tolerance_secs: Option<Spanned<u64>>,
     pub trust: Option<Spanned<String>>,
+    /// A `[models.NAME]` profile its turns run on (default: `[model]`).
+    pub model: Option<Spanned<String>>,
+    /// Tokens one run may use; the turn stops before the call that would pass it.
+    pub max_tokens_per_run: Option<Spanned<u64>>,
+    /// Model calls one run may make.
+    pub max_model_calls_per_run: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -120,6 +130,12 @@ pub(crate) struct RawWatch {
     pub debounce_ms: Option<Spanned<u64>>,
     pub text: Option<String>,
     pub urgency: Option<Spanned<String>>,
+    /// A `[models.NAME]` profile its turns run on (default: `[model]`).
+    pub model: Option<Spanned<String>>,
+    /// Tokens one run may use; the turn stops before the call that would pass it.
+    pub max_tokens_per_run: Option<Spanned<u64>>,
+    /// Model calls one run may make.
+    pub max_model_calls_per_run: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -135,6 +151,12 @@ pub(crate) struct RawCronJob {
     pub max_lateness_secs: Option<Spanned<u64>>,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// A `[models.NAME]` profile its turns run on (default: `[model]`).
+    pub model: Option<Spanned<String>>,
+    /// Tokens one run may use; the turn stops before the call that would pass it.
+    pub max_tokens_per_run: Option<Spanned<u64>>,
+    /// Model calls one run may make.
+    pub max_model_calls_per_run: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -323,6 +345,11 @@ pub(crate) struct RawModel {
     pub timeout_secs: Spanned<u64>,
     pub context_window_tokens: Option<Spanned<u64>>,
     pub max_output_tokens: Spanned<u64>,
+    /// Price per million input tokens (for `steward usage` and `budget.daily_cost`).
+    pub price_in_per_mtok: Option<f64>,
+    /// Price per million input tokens read from the provider's cache.
+    pub price_cached_per_mtok: Option<f64>,
+    pub price_out_per_mtok: Option<f64>,
 }
 
 impl Default for RawModel {
@@ -336,6 +363,9 @@ impl Default for RawModel {
             timeout_secs: Spanned::new(0..0, 120),
             context_window_tokens: None,
             max_output_tokens: Spanned::new(0..0, 4096),
+            price_in_per_mtok: None,
+            price_cached_per_mtok: None,
+            price_out_per_mtok: None,
         }
     }
 }

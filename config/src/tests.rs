@@ -49,6 +49,22 @@ fn errors_name_the_key_and_the_line() {
             ":5:",
         ),
         ("[model]\nprovider = \"anthropic\"\n", "model.model", ":2:"),
+        (
+            "[[cron]]\nname = \"a\"\nschedule = \"at +1s\"\ntext = \"t\"\nmodel = \"cheap\"\n",
+            "cron[0].model",
+            ":5:",
+        ),
+        (
+            "[models.cheap]\nprovider = \"anthropic\"\n",
+            "models.cheap.model",
+            ":2:",
+        ),
+        (
+            "[[webhook.routes]]\nname = \"gh\"\nauth = \"bearer\"\nsecret_env = \"S\"\nmax_model_calls_per_run = 0\n",
+            "webhook.routes[0].max_model_calls_per_run",
+            ":5:",
+        ),
+        ("[budget]\ndaily_tokens = 0\n", "budget.daily_tokens", ":2:"),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
             "[matrix]\nhomeserver = \"http://matrix.example.org\"\nuser_id = \"@bot:example.org\"\npassword_env = \"P\"\n",
@@ -599,4 +615,31 @@ fn a_telegram_bot_resolves_with_its_defaults() {
     )
     .unwrap();
     assert_eq!(local.telegram.unwrap().api_url, "http://127.0.0.1:9999");
+}
+
+#[test]
+fn model_profiles_prices_and_caps_resolve() {
+    let config = Config::from_toml(
+        "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"big\"\nprice_in_per_mtok = 3.0\n\
+         [models.cheap]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"small\"\n\
+         [[watch]]\nname = \"w\"\npath = \"/tmp\"\nmodel = \"cheap\"\nmax_tokens_per_run = 5000\n\
+         [budget]\ndaily_cost = 2.5\n[usage]\nretention_days = 30\n",
+        None,
+    )
+    .unwrap();
+    assert_eq!(config.models["cheap"].model, "small");
+    assert_eq!(config.models["cheap"].prices, None);
+    let prices = config.model.prices.unwrap();
+    assert_eq!(
+        (
+            prices.in_per_mtok,
+            prices.cached_per_mtok,
+            prices.out_per_mtok
+        ),
+        (3.0, 3.0, 0.0)
+    );
+    assert_eq!(config.watch[0].run.model.as_deref(), Some("cheap"));
+    assert_eq!(config.watch[0].run.max_tokens_per_run, Some(5000));
+    assert_eq!(config.budget.daily_cost, Some(2.5));
+    assert_eq!(config.usage.retention, Duration::from_secs(30 * 86_400));
 }

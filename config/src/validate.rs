@@ -72,6 +72,7 @@ fn resolve_http_server(
 fn resolve_http(
     http: Option<crate::raw::RawHttpServer>,
     routes: Vec<crate::raw::RawWebhookRoute>,
+    profiles: &std::collections::BTreeMap<String, ModelConfig>,
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<(Option<crate::HttpConfig>, Vec<crate::WebhookRouteConfig>), ConfigError> {
@@ -148,6 +149,17 @@ fn resolve_http(
             None => 300,
         };
         resolved.push(crate::WebhookRouteConfig {
+            run: crate::budget::run_settings(
+                key("").trim_end_matches('.'),
+                crate::budget::RawRunSettings {
+                    model: &route.model,
+                    max_tokens_per_run: &route.max_tokens_per_run,
+                    max_model_calls_per_run: &route.max_model_calls_per_run,
+                },
+                profiles,
+                at,
+                in_range,
+            )?,
             text: route
                 .text
                 .unwrap_or_else(|| format!("A delivery on the webhook route {name}.")),
@@ -166,6 +178,7 @@ fn resolve_http(
 
 fn resolve_watches(
     watches: Vec<RawWatch>,
+    profiles: &std::collections::BTreeMap<String, ModelConfig>,
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<Vec<WatchConfig>, ConfigError> {
@@ -237,6 +250,17 @@ fn resolve_watches(
             None => WatchConfig::DEFAULT_DEBOUNCE_MS,
         };
         resolved.push(WatchConfig {
+            run: crate::budget::run_settings(
+                key("").trim_end_matches('.'),
+                crate::budget::RawRunSettings {
+                    model: &watch.model,
+                    max_tokens_per_run: &watch.max_tokens_per_run,
+                    max_model_calls_per_run: &watch.max_model_calls_per_run,
+                },
+                profiles,
+                at,
+                in_range,
+            )?,
             text: watch
                 .text
                 .unwrap_or_else(|| WatchConfig::default_text(&path)),
@@ -255,6 +279,7 @@ fn resolve_watches(
 
 fn resolve_cron_jobs(
     jobs: Vec<RawCronJob>,
+    profiles: &std::collections::BTreeMap<String, ModelConfig>,
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<Vec<CronJobConfig>, ConfigError> {
@@ -323,6 +348,17 @@ fn resolve_cron_jobs(
             None => 3600,
         };
         resolved.push(CronJobConfig {
+            run: crate::budget::run_settings(
+                key("").trim_end_matches('.'),
+                crate::budget::RawRunSettings {
+                    model: &job.model,
+                    max_tokens_per_run: &job.max_tokens_per_run,
+                    max_model_calls_per_run: &job.max_model_calls_per_run,
+                },
+                profiles,
+                at,
+                in_range,
+            )?,
             name,
             schedule: job.schedule.into_inner(),
             tz: job.tz.map(Spanned::into_inner),
@@ -546,7 +582,21 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
     let lanes = LaneConfig {
         max_parallel: in_range("lanes.max_parallel", &raw.lanes.max_parallel, 1, 256)? as usize,
     };
-    let model = resolve_model(raw.model, &at, &in_range)?;
+    let model = resolve_model("model", raw.model, &at, &in_range)?;
+    let mut models = std::collections::BTreeMap::new();
+    for (name, profile) in raw.models {
+        if !crate::is_plain_name(&name) {
+            return Err(ConfigError::invalid(
+                format!("models.{name}"),
+                None,
+                format!("{name:?}: a profile's name is 1-64 letters, digits, '-' or '_'"),
+            ));
+        }
+        let resolved = resolve_model(&format!("models.{name}"), profile, &at, &in_range)?;
+        models.insert(name, resolved);
+    }
+    let budget = crate::budget::resolve_budget(&raw.budget, &in_range)?;
+    let usage = crate::budget::resolve_usage(&raw.usage, &in_range)?;
     let urgency_rules = raw
         .urgency
         .rules
@@ -556,9 +606,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         .collect::<Result<Vec<_>, _>>()?;
 
     let mcp_servers = resolve_mcp_servers(raw.mcp.servers, &at, &in_range)?;
-    let cron = resolve_cron_jobs(raw.cron, &at, &in_range)?;
-    let watch = resolve_watches(raw.watch, &at, &in_range)?;
-    let (http, webhook_routes) = resolve_http(raw.http, raw.webhook.routes, &at, &in_range)?;
+    let cron = resolve_cron_jobs(raw.cron, &models, &at, &in_range)?;
+    let watch = resolve_watches(raw.watch, &models, &at, &in_range)?;
+    let (http, webhook_routes) =
+        resolve_http(raw.http, raw.webhook.routes, &models, &at, &in_range)?;
     let email = match raw.email {
         Some(email) => Some(crate::email::resolve(email, &at, &in_range)?),
         None => None,
@@ -580,6 +631,9 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         owner,
         lanes,
         model,
+        models,
+        budget,
+        usage,
         urgency_rules,
         mcp_servers,
         cron,
@@ -635,6 +689,7 @@ fn resolve_daemon(
 
 /// `[model]`: the provider, its URL and key, the model's window.
 fn resolve_model(
+    prefix: &str,
     raw: RawModel,
     at: LineOf<'_>,
     in_range: InRange<'_>,
@@ -645,7 +700,7 @@ fn resolve_model(
         "anthropic" => ModelProvider::Anthropic,
         other => {
             return Err(ConfigError::invalid(
-                "model.provider",
+                format!("{prefix}.provider"),
                 at(raw.provider.span()),
                 format!(
                     "{other:?} is not a supported provider; expected \"none\", \"openai\" or \"anthropic\""
@@ -657,12 +712,12 @@ fn resolve_model(
         Some(v) if !v.get_ref().trim().is_empty() => Ok(v.get_ref().clone()),
         _ if provider == ModelProvider::None => Ok(String::new()),
         Some(v) => Err(ConfigError::invalid(
-            format!("model.{key}"),
+            format!("{prefix}.{key}"),
             at(v.span()),
             "must not be empty",
         )),
         None => Err(ConfigError::invalid(
-            format!("model.{key}"),
+            format!("{prefix}.{key}"),
             at(raw.provider.span()),
             format!("is required with provider {:?}", raw.provider.get_ref()),
         )),
@@ -675,21 +730,21 @@ fn resolve_model(
         && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
     {
         return Err(ConfigError::invalid(
-            "model.base_url",
+            format!("{prefix}.base_url"),
             raw.base_url.as_ref().and_then(|u| at(u.span())),
             format!("{base_url:?} is not an http(s) URL"),
         ));
     }
     let model_name = required("model", &raw.model)?;
     let max_output_tokens = in_range(
-        "model.max_output_tokens",
+        &format!("{prefix}.max_output_tokens"),
         &raw.max_output_tokens,
         16,
         1_000_000,
     )?;
     let context_window_tokens = match &raw.context_window_tokens {
         Some(window) => in_range(
-            "model.context_window_tokens",
+            &format!("{prefix}.context_window_tokens"),
             window,
             max_output_tokens * 2,
             100_000_000,
@@ -697,6 +752,12 @@ fn resolve_model(
         None => known_context_window(provider, &model_name).max(max_output_tokens * 2),
     };
     Ok(ModelConfig {
+        prices: crate::budget::resolve_prices(
+            prefix,
+            raw.price_in_per_mtok,
+            raw.price_cached_per_mtok,
+            raw.price_out_per_mtok,
+        )?,
         model: model_name,
         context_window_tokens,
         max_output_tokens,
@@ -705,7 +766,7 @@ fn resolve_model(
         api_key: match (raw.api_key_env, raw.api_key_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
-                    "model.api_key_env",
+                    format!("{prefix}.api_key_env"),
                     None,
                     "set either api_key_env or api_key_file, not both",
                 ));
@@ -714,7 +775,12 @@ fn resolve_model(
             (None, Some(file)) => ApiKeySource::File(PathBuf::from(file)),
             (None, None) => ApiKeySource::None,
         },
-        timeout: Duration::from_secs(in_range("model.timeout_secs", &raw.timeout_secs, 1, 3600)?),
+        timeout: Duration::from_secs(in_range(
+            &format!("{prefix}.timeout_secs"),
+            &raw.timeout_secs,
+            1,
+            3600,
+        )?),
     })
 }
 

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use steward_config::{Config, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile};
+use steward_config::{
+    Config, ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile,
+};
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
 use steward_tools::files::FileAccess;
@@ -28,11 +30,12 @@ use crate::channels::timer::control::Scheduler;
 use crate::channels::timer::jobs::JobStore;
 use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Confirmations;
-use crate::dispatcher::{Dispatcher, Lanes, StepRunner, TokenEstimator};
+use crate::dispatcher::{Dispatcher, Lanes, Model, Models, StepRunner, TokenEstimator};
 use crate::owner::outbox::Outbox;
 use crate::replies::ReplyHub;
 use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
+use crate::usage::UsageLedger;
 
 /// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
 /// zone is a configuration error naming the key.
@@ -305,6 +308,8 @@ pub struct Core {
     pub pipeline: ToolPipeline,
     /// Everything meant for the owner, durable until delivered.
     pub outbox: Outbox,
+    /// Every model call's usage, and the caps on it.
+    pub usage: Arc<UsageLedger>,
 }
 
 impl Core {
@@ -379,7 +384,9 @@ impl Core {
             inbox: inbox.clone(),
             outbox: outbox.clone(),
         });
+        let usage = Arc::new(UsageLedger::open(&store, owner_zone(config)?, config)?);
         let parts = DispatcherParts {
+            usage: &usage,
             inbox: &inbox,
             trajectory: &trajectory,
             status: &status,
@@ -406,6 +413,7 @@ impl Core {
             email,
             pipeline,
             outbox,
+            usage,
         })
     }
 
@@ -417,6 +425,7 @@ impl Core {
             replies: self.replies.clone(),
             confirmations: self.confirmations.clone(),
             outbox: self.outbox.clone(),
+            usage: self.usage.clone(),
         }
     }
 }
@@ -513,6 +522,16 @@ struct DispatcherParts<'a> {
     outbox: &'a Outbox,
     pending: PendingStore,
     files: Arc<FileAccess>,
+    usage: &'a Arc<UsageLedger>,
+}
+
+/// The brain a model section names.
+fn brain_of(model: &ModelConfig, status: &Arc<StatusBoard>) -> anyhow::Result<Arc<dyn Brain>> {
+    Ok(match model.provider {
+        ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
+        ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(model)?),
+        ModelProvider::Anthropic => Arc::new(AnthropicBrain::new(model)?),
+    })
 }
 
 /// The brain the config names, the step runner over it, the side lanes and the dispatcher.
@@ -526,15 +545,24 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         outbox,
         pending,
         files,
+        usage,
     } = parts;
-    let brain: Arc<dyn Brain> = match config.model.provider {
-        ModelProvider::None => Arc::new(NoneBrain::new(status.clone())),
-        ModelProvider::OpenAi => Arc::new(OpenAiBrain::new(&config.model)?),
-        ModelProvider::Anthropic => Arc::new(AnthropicBrain::new(&config.model)?),
-    };
+    let brain = brain_of(&config.model, status)?;
     status.set_brain(brain.name());
+    let mut profiles = BTreeMap::new();
+    for (name, model) in &config.models {
+        let brain = brain_of(model, status).map_err(|e| ConfigProblem {
+            key: format!("models.{name}"),
+            message: format!("{e:#}"),
+        })?;
+        profiles.insert(name.clone(), Model::new(brain, model));
+    }
     let steps = Arc::new(StepRunner {
-        brain,
+        brains: Models {
+            default: Model::new(brain, &config.model),
+            profiles,
+        },
+        ledger: usage.clone(),
         pipeline: pipeline.clone(),
         replies: replies.clone(),
         outbox: outbox.clone(),

@@ -193,6 +193,7 @@ fn spawn_background(
         core.pipeline.ledger().cloned(),
         core.confirmations.pending.clone(),
         core.outbox.clone(),
+        core.usage.clone(),
     );
     tasks.spawn(retention.run(shutdown.clone()));
     tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));

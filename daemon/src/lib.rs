@@ -29,3 +29,4 @@ pub(crate) mod status;
 pub mod store;
 pub(crate) mod supervisor;
 pub(crate) mod text;
+pub(crate) mod usage;

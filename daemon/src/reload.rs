@@ -1,7 +1,9 @@
 //! SIGHUP: read the config file again and apply what can change in a running daemon.
 //!
 //! - Applied in place: scheduled jobs (reconciled), file watches (restarted where they
-//!   changed), the tool policy rules (swapped as a whole).
+//!   changed), the tool policy rules (swapped as a whole), the daily budget and each job's,
+//!   route's and watch's run caps and model profile name (work waiting for the budget runs
+//!   within seconds of a raised cap).
 //! - Restarted: the HTTP server when `[http]`, webhook routes or `[senders]` changed (the
 //!   new routes and secrets are checked first; if the new server cannot bind, the previous
 //!   one is started again), and the email channel when `[email]` changed (the new account
@@ -9,7 +11,8 @@
 //!   channel when `[matrix]` changed, was added or removed (its secret is read first), and
 //!   the Telegram channel likewise for `[telegram]` (its token is read first).
 //! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
-//!   dispatcher, owner, lanes, model, urgency, tool selection, MCP), and email added or
+//!   dispatcher, owner, lanes, model, model profiles, usage retention, urgency, tool
+//!   selection, MCP), and email added or
 //!   removed.
 //! - An invalid file changes nothing: the error is logged and shown in `steward status`.
 //!   systemd hears `RELOADING=1` before and `READY=1` after.
@@ -115,6 +118,7 @@ impl Reloader {
         self.watches.reload(&config.watch);
         self.pipeline
             .replace_policy(config.tools.policy.iter().map(policy_rule).collect());
+        self.owner.shared.usage.reconfigure(&config);
         #[cfg(feature = "http")]
         if http_changed {
             self.restart_http(&config).await?;
@@ -237,6 +241,8 @@ impl Reloader {
             ("owner", started.owner != config.owner),
             ("lanes", started.lanes != config.lanes),
             ("model", started.model != config.model),
+            ("models", started.models != config.models),
+            ("usage", started.usage != config.usage),
             ("urgency", started.urgency_rules != config.urgency_rules),
             ("tools", tools_selection != config.tools),
             ("mcp", started.mcp_servers != config.mcp_servers),

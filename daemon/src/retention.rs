@@ -7,7 +7,8 @@
 //!   `tools.ledger_retention_days` (in-flight actions never go);
 //! - trajectory items older than `trajectory.retention_days`, when set (the newest summary
 //!   and the last step stay). Unset by default: the trajectory is the assistant's record;
-//! - owner messages older than `owner.outbox_retention_days` (the newest stays).
+//! - owner messages older than `owner.outbox_retention_days` (the newest stays);
+//! - model calls' usage records older than `usage.retention_days`.
 //!
 //! The period is a quarter of the shortest retention, between 15 s and one hour, so that
 //! nothing outlives its retention by more than a quarter of it. The inbox and main
@@ -42,6 +43,8 @@ pub struct Retention {
     pub trajectory_retention: Option<Duration>,
     pub outbox: Outbox,
     pub outbox_retention: Duration,
+    pub usage: Arc<crate::usage::UsageLedger>,
+    pub usage_retention: Duration,
 }
 
 const FIRST_PURGE_AFTER: Duration = Duration::from_secs(5);
@@ -54,6 +57,7 @@ impl Retention {
         ledger: Option<Ledger>,
         pending: PendingStore,
         outbox: Outbox,
+        usage: Arc<crate::usage::UsageLedger>,
     ) -> Self {
         Self {
             store,
@@ -64,6 +68,8 @@ impl Retention {
             trajectory_retention: config.trajectory.retention,
             outbox,
             outbox_retention: config.owner.outbox_retention,
+            usage,
+            usage_retention: config.usage.retention,
         }
     }
 
@@ -116,6 +122,9 @@ impl Retention {
         let cutoff =
             Utc::now() - chrono::Duration::from_std(self.outbox_retention).unwrap_or_default();
         report("owner outbox: messages", self.outbox.purge(cutoff));
+        let cutoff =
+            Utc::now() - chrono::Duration::from_std(self.usage_retention).unwrap_or_default();
+        report("usage: model calls", self.usage.purge(cutoff));
     }
 }
 

@@ -175,6 +175,8 @@ impl StatusBoard {
             version: steward_protocol::VERSION.to_owned(),
             config_error: config.error,
             restart_needed: config.restart_needed,
+            // The usage ledger's, filled in by the owner API.
+            usage_today: Default::default(),
             pid: self.pid,
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),

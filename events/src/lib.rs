@@ -6,6 +6,7 @@
 //! that decides something (urgency, step routing, delivery routing) is a plain function with table tests, so
 //! the daemon can stay a thin layer of wiring around it.
 
+mod budget;
 mod chat;
 mod delivery;
 mod event;
@@ -17,6 +18,7 @@ mod tool_call;
 mod trajectory;
 mod urgency;
 
+pub use budget::{Caps, LoopGuard, NextCall, Spent, Verdict, before_model_call};
 pub use chat::{Admission, ChatRules, RoomFacts, admit};
 pub use delivery::{DeliveryClass, DeliveryRules};
 pub use event::{

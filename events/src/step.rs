@@ -19,6 +19,11 @@ pub enum StepEnd {
     Deferred {
         error: String,
     },
+    /// The daily budget is reached; the step runs again for the same events once it
+    /// allows (a raised cap, or the next day). Not announced as an ending either.
+    OverBudget {
+        reason: String,
+    },
 }
 
 /// Token counts as the provider reports them.

@@ -23,7 +23,7 @@ pub const CLIENT_VERSION_FIELD: &str = "client_version";
 
 use std::path::PathBuf;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steward_events::{EventId, Source, StepEnd, TokenUsage, TrajectoryItem, Urgency};
@@ -116,6 +116,51 @@ pub enum Request {
     WebLogin,
     /// `steward web logout --all`: answered with `LoggedOut`.
     WebLogoutAll,
+    /// `steward usage`: answered with `Usage` rows, then `End`.
+    Usage {
+        by: UsageBy,
+        /// The first day counted (the owner's zone); `None`: everything kept.
+        #[serde(default)]
+        since: Option<NaiveDate>,
+    },
+    /// `steward budget status`: answered with `Budget`.
+    Budget,
+}
+
+/// How `steward usage` groups model calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageBy {
+    #[default]
+    Day,
+    /// The job, watch or webhook route (`cron:NAME`…); everything else together.
+    Job,
+    Channel,
+    Model,
+}
+
+/// Model calls counted under one key (`steward usage --json`: exactly these fields).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageRow {
+    pub key: String,
+    pub model_calls: u64,
+    pub tokens_in: u64,
+    pub tokens_cached: u64,
+    pub tokens_out: u64,
+    /// In the unit of the configured prices (0 where none are set).
+    pub cost: f64,
+}
+
+/// The daily caps and today's spending (`steward budget status --json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetReport {
+    pub day: String,
+    pub tokens_today: u64,
+    pub cost_today: f64,
+    pub daily_tokens: Option<u64>,
+    pub daily_cost: Option<f64>,
+    /// Why model work waits, when it does.
+    pub waiting: Option<String>,
 }
 
 /// `steward telegram …`; answered with a `PairingCode` or `TelegramOwner` lines, then `End`.
@@ -243,6 +288,12 @@ pub enum Response {
     LoggedOut {
         sessions: usize,
     },
+    Usage {
+        row: UsageRow,
+    },
+    Budget {
+        budget: BudgetReport,
+    },
     End,
     Error {
         message: String,
@@ -285,6 +336,9 @@ pub struct StatusReport {
     pub tokens_last_step: TokenUsage,
     pub tokens_last_step_number: u64,
     pub tokens_total: TokenUsage,
+    /// Today's model calls (the owner's zone), from the usage ledger.
+    #[serde(default)]
+    pub usage_today: UsageRow,
     /// Why the config file was refused at the last SIGHUP (the running config stays).
     #[serde(default)]
     pub config_error: Option<String>,

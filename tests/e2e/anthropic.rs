@@ -294,7 +294,13 @@ async fn a_runaway_tool_loop_ends_at_max_steps_per_turn() {
     let again = |n: u64| {
         sse(&[
             message_start(0, 0),
-            tool_use_block(0, &format!("toolu_{n}"), "echo", &["{\"text\": \"again\"}"]),
+            // Other arguments each time: the loop guard would end the same call sooner.
+            tool_use_block(
+                0,
+                &format!("toolu_{n}"),
+                "echo",
+                &[&format!("{{\"text\": \"again {n}\"}}")],
+            ),
             message_end("tool_use", 5),
         ]
         .concat())

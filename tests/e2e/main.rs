@@ -5,6 +5,7 @@
 
 mod anthropic;
 mod bot_api;
+mod budget;
 mod chat;
 mod cli;
 mod confirm;

@@ -46,6 +46,8 @@ pub struct Shared {
     pub confirmations: Arc<Confirmations>,
     /// Everything meant for the owner (see [`crate::owner::outbox`]).
     pub outbox: crate::owner::outbox::Outbox,
+    /// Every model call's usage, and the caps on it (see [`crate::usage`]).
+    pub usage: Arc<crate::usage::UsageLedger>,
 }
 
 #[derive(Clone, Debug)]

@@ -70,6 +70,14 @@ fn print_status(s: &StatusReport) {
         s.tokens_last_step.cached_input,
         s.tokens_last_step.output
     );
+    out!(
+        "usage today    {} model calls, {} in ({} cached), {} out, cost {:.4}",
+        s.usage_today.model_calls,
+        s.usage_today.tokens_in,
+        s.usage_today.tokens_cached,
+        s.usage_today.tokens_out,
+        s.usage_today.cost
+    );
     if !s.shell_sandbox.is_empty() {
         out!("shell sandbox  {}", s.shell_sandbox);
     }
@@ -454,6 +462,73 @@ pub async fn web_logout_all(ctx: &Context) -> Result<ExitCode, ClientError> {
     stream(ctx, Request::WebLogoutAll, |response| {
         if let Response::LoggedOut { sessions } = response {
             out!("{sessions} web sessions ended");
+        }
+    })
+    .await
+}
+
+/// `steward usage`.
+pub async fn usage(
+    ctx: &Context,
+    by: steward_protocol::UsageBy,
+    since: Option<chrono::NaiveDate>,
+    json: bool,
+) -> Result<ExitCode, ClientError> {
+    if !json {
+        out!(
+            "{:<32} {:>7} {:>12} {:>12} {:>12} {:>10}",
+            "KEY",
+            "CALLS",
+            "TOKENS IN",
+            "CACHED",
+            "TOKENS OUT",
+            "COST"
+        );
+    }
+    stream(ctx, Request::Usage { by, since }, |response| {
+        if let Response::Usage { row } = response {
+            if json {
+                json_line(&row);
+            } else {
+                out!(
+                    "{:<32} {:>7} {:>12} {:>12} {:>12} {:>10.4}",
+                    row.key,
+                    row.model_calls,
+                    row.tokens_in,
+                    row.tokens_cached,
+                    row.tokens_out,
+                    row.cost
+                );
+            }
+        }
+    })
+    .await
+}
+
+/// `steward budget status`.
+pub async fn budget(ctx: &Context, json: bool) -> Result<ExitCode, ClientError> {
+    stream(ctx, Request::Budget, |response| {
+        if let Response::Budget { budget } = response {
+            if json {
+                json_line(&budget);
+                return;
+            }
+            let cap = |cap: Option<String>| cap.unwrap_or_else(|| "no cap".to_owned());
+            out!("day            {}", budget.day);
+            out!(
+                "tokens today   {} (budget.daily_tokens: {})",
+                budget.tokens_today,
+                cap(budget.daily_tokens.map(|c| c.to_string()))
+            );
+            out!(
+                "cost today     {:.4} (budget.daily_cost: {})",
+                budget.cost_today,
+                cap(budget.daily_cost.map(|c| c.to_string()))
+            );
+            match &budget.waiting {
+                Some(reason) => out!("model work     WAITS: {reason}"),
+                None => out!("model work     runs"),
+            }
         }
     })
     .await

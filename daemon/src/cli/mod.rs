@@ -160,6 +160,52 @@ enum Command {
         #[command(subcommand)]
         command: TelegramCommandArgs,
     },
+    /// Model calls, tokens and cost, grouped by day, job, channel or model
+    Usage {
+        /// How calls are grouped
+        #[arg(long, value_enum, default_value = "day")]
+        by: UsageByArg,
+        /// The first day counted (YYYY-MM-DD, in the owner's zone); default: everything kept
+        #[arg(long)]
+        since: Option<chrono::NaiveDate>,
+        /// JSON Lines: key, model_calls, tokens_in, tokens_cached, tokens_out, cost
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daily caps on model work
+    Budget {
+        #[command(subcommand)]
+        command: BudgetCommand,
+    },
+}
+
+/// `steward usage --by`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum UsageByArg {
+    Day,
+    Job,
+    Channel,
+    Model,
+}
+
+impl From<UsageByArg> for steward_protocol::UsageBy {
+    fn from(by: UsageByArg) -> Self {
+        match by {
+            UsageByArg::Day => Self::Day,
+            UsageByArg::Job => Self::Job,
+            UsageByArg::Channel => Self::Channel,
+            UsageByArg::Model => Self::Model,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetCommand {
+    /// Today's tokens and cost against the caps, and whether model work waits
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -641,6 +687,12 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
             limit,
             follow,
         } => client_command(listing::outbox(&ctx, json, limit, follow)),
+        Command::Usage { by, since, json } => {
+            client_command(listing::usage(&ctx, by.into(), since, json))
+        }
+        Command::Budget {
+            command: BudgetCommand::Status { json },
+        } => client_command(listing::budget(&ctx, json)),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))
         }

@@ -102,5 +102,8 @@ pub(super) fn step_note(outcome: &StepEnd) -> Option<String> {
         StepEnd::Deferred { error } => Some(format!(
             "steward: the model is unavailable ({error}); it will be retried"
         )),
+        StepEnd::OverBudget { reason } => Some(format!(
+            "steward: model work waits: {reason}; it runs when the budget allows"
+        )),
     }
 }

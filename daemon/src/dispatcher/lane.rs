@@ -38,6 +38,8 @@ struct LaneShared {
 enum LaneError {
     #[error("interrupted by shutdown")]
     Interrupted,
+    #[error("waiting for the budget: {0}")]
+    OverBudget(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -85,8 +87,23 @@ impl Lanes {
         };
         lane.status.lanes_changed(1);
         let id = record.event.id;
-        match self.run_lane(&record).await {
+        let mut ran = self.run_lane(&record).await;
+        while let Err(LaneError::OverBudget(reason)) = &ran {
+            // The origin stays pending; the lane runs again once the budget allows.
+            let told =
+                super::tell_budget_reached(&lane.steps, reason, 1, Some(&record.event)).await;
+            if let Err(e) = told {
+                warn!(event_id = %id, error = %e, "could not tell the owner the budget is reached");
+            }
+            if !self.budget_allows().await {
+                ran = Err(LaneError::Interrupted);
+                break;
+            }
+            ran = self.run_lane(&record).await;
+        }
+        match ran {
             Ok(()) | Err(LaneError::Interrupted) => {}
+            Err(LaneError::OverBudget(_)) => unreachable!("waited for above"),
             Err(LaneError::Store(e)) => {
                 warn!(event_id = %id, error = %e, "side lane failed; marking its event dead");
                 if let Err(e) = lane.inbox.finish(
@@ -136,6 +153,16 @@ impl Lanes {
         if lane.cancel.is_cancelled() && matches!(report.end, StepEnd::Cancelled { .. }) {
             return Err(LaneError::Interrupted);
         }
+        if let StepEnd::OverBudget { reason } = report.end {
+            trajectory.append(
+                step,
+                ItemKind::StepCancelled {
+                    by: None,
+                    reason: format!("{reason}; the lane will run again when the budget allows"),
+                },
+            )?;
+            return Err(LaneError::OverBudget(reason));
+        }
         trajectory.append(step, ItemKind::StepCompleted)?;
         let summary = match &report.end {
             StepEnd::Failed { error } => format!("The side lane failed: {error}"),
@@ -161,6 +188,18 @@ impl Lanes {
             outcome: report.end,
         });
         Ok(())
+    }
+
+    /// Waits until the daily budget allows model work again; `false` on shutdown.
+    async fn budget_allows(&self) -> bool {
+        let lane = &self.0;
+        while lane.steps.ledger.waiting().is_some() {
+            tokio::select! {
+                () = tokio::time::sleep(super::BUDGET_LOOK_EVERY) => {}
+                () = lane.cancel.cancelled() => return false,
+            }
+        }
+        true
     }
 
     async fn submit_result(

@@ -21,6 +21,7 @@
 
 mod context;
 mod lane;
+mod models;
 mod step;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use tracing::{info, warn};
 
 pub use context::TokenEstimator;
 pub use lane::Lanes;
+pub use models::{Model, Models};
 pub use step::{MergeFlush, StepReport, StepRunner};
 
 use crate::notify::Heartbeat;
@@ -81,7 +83,12 @@ struct DeferredStep {
     events: Vec<Event>,
     failures: u32,
     due: tokio::time::Instant,
+    /// Waiting for the daily budget rather than for the model.
+    over_budget: bool,
 }
+
+/// How often a step waiting for the budget looks again (no model call is made to look).
+const BUDGET_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Dispatcher {
     pub async fn run(
@@ -181,6 +188,15 @@ impl Dispatcher {
         at: &mut Boundary,
     ) -> Result<Option<JoinHandle<StepReport>>, StoreError> {
         // A deferred step goes first, when its time has come; new events join it.
+        if let Some(deferred) = &mut at.deferred
+            && deferred.over_budget
+            && deferred.due <= tokio::time::Instant::now()
+            && self.steps.ledger.waiting().is_some()
+        {
+            // Still over budget: look again later, without a step (see `wait_for_budget`).
+            deferred.due = tokio::time::Instant::now() + BUDGET_LOOK_EVERY;
+            return Ok(None);
+        }
         let retry = match &at.deferred {
             Some(deferred) if deferred.due > tokio::time::Instant::now() => return Ok(None),
             Some(_) => at
@@ -295,6 +311,9 @@ impl Dispatcher {
             StepEnd::Deferred { error } => {
                 return self.defer(at, running, error).await;
             }
+            StepEnd::OverBudget { reason } => {
+                return self.wait_for_budget(at, running, reason).await;
+            }
             end => {
                 if end == StepEnd::Completed {
                     self.status.brain_ok();
@@ -357,10 +376,68 @@ impl Dispatcher {
             events: running.events,
             failures,
             due: tokio::time::Instant::now() + wait,
+            over_budget: false,
         });
         self.status.step_ended();
         self.inbox.store().flush().await
     }
+}
+
+impl Dispatcher {
+    /// The daily budget is used up: the step is recorded as cancelled and runs again for
+    /// the same events once the budget allows (a cap raised by a reload, or the next day);
+    /// meanwhile the dispatcher looks every few seconds without running a step, and new
+    /// events wait behind it. The owner is told once a day.
+    async fn wait_for_budget(
+        &self,
+        at: &mut Boundary,
+        running: RunningStep,
+        reason: String,
+    ) -> Result<(), StoreError> {
+        self.trajectory.append(
+            running.step,
+            ItemKind::StepCancelled {
+                by: None,
+                reason: format!("{reason}; the step will run again when the budget allows"),
+            },
+        )?;
+        warn!(step = running.step, %reason, "model work waits for the budget");
+        let waiting = running.events.len() as u64 + self.inbox.pending_count();
+        tell_budget_reached(&self.steps, &reason, waiting, running.events.first()).await?;
+        at.deferred = Some(DeferredStep {
+            events: running.events,
+            failures: 0,
+            due: tokio::time::Instant::now() + BUDGET_LOOK_EVERY,
+            over_budget: true,
+        });
+        self.status.step_ended();
+        self.inbox.store().flush().await
+    }
+}
+
+/// Tells the owner, once a day, that model work waits for the budget.
+pub(crate) async fn tell_budget_reached(
+    steps: &StepRunner,
+    reason: &str,
+    waiting: u64,
+    origin: Option<&Event>,
+) -> Result<(), StoreError> {
+    if !steps.ledger.tell_once_today() {
+        return Ok(());
+    }
+    let message = crate::owner::outbox::NewMessage {
+        text: format!(
+            "Model work is paused: {reason}. {waiting} {} wait and run when the budget allows: raise the cap in the config and reload (SIGHUP), or wait for the next day. Slash commands still work.",
+            if waiting == 1 { "event" } else { "events" }
+        ),
+        origin: origin.map(|e| e.id),
+        ..Default::default()
+    };
+    steps
+        .outbox
+        .queue(crate::owner::outbox::MessageKind::Problem, message)
+        .await?;
+    Ok(())
 }
 
 async fn sleep_until_due(deferred: &Option<DeferredStep>) {

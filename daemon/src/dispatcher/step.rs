@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::context::{ContextView, TokenEstimator};
-use crate::brain::{AssistantMessage, Brain, BrainInput, new_call_id, prompt};
+use crate::brain::{AssistantMessage, BrainInput, new_call_id, prompt};
 use crate::owner::outbox::{MessageKind, NewMessage, Outbox};
 use crate::replies::{Announcement, ReplyHub};
 use crate::store::{StoreError, Trajectory};
@@ -29,7 +29,10 @@ use steward_events::TokenUsage;
 
 #[derive(Debug)]
 pub struct StepRunner {
-    pub brain: Arc<dyn Brain>,
+    /// `[model]` and the profiles (see [`super::models`]).
+    pub brains: super::Models,
+    /// Every call's usage is recorded here; the caps are read from it.
+    pub ledger: Arc<crate::usage::UsageLedger>,
     pub pipeline: ToolPipeline,
     pub replies: ReplyHub,
     /// Where answers the owner did not ask for in a session, and requests for
@@ -166,15 +169,48 @@ impl StepRunner {
             direct.into_iter().zip(outcomes).collect()
         };
         let streaming = partial_answers(self.replies.clone(), events);
+        let run = self
+            .ledger
+            .run_settings(events.iter().map(|e| e.channel.as_str()));
+        let model = self.brains.get(run.model.as_deref());
+        let origin = Origin {
+            channel: events.first().map_or("", |e| e.channel.as_str()),
+            trajectory: trajectory.id().as_str(),
+        };
+        let mut guard = steward_events::LoopGuard::default();
         for round in 0..self.max_model_calls {
-            if self.brain.history_items() > 0
-                && !self.fit_context(trajectory, step, view, cancel).await?
+            if model.brain.history_items() > 0
+                && !self
+                    .fit_context(trajectory, step, view, cancel, &origin)
+                    .await?
             {
                 return Ok(cancelled());
             }
             // The tools can change at a compaction: read them from the view each round.
             let tools = view.tools().clone();
             let prompt_bytes = view.fixed_bytes() + view.bytes();
+            let spent = steward_events::Spent {
+                run_tokens: step_usage.input + step_usage.output,
+                run_calls: round,
+                ..self.spent_today()
+            };
+            match self.budget_verdict(&run, model, spent, prompt_bytes) {
+                steward_events::Verdict::Go => {}
+                steward_events::Verdict::WaitForBudget(reason) => {
+                    return Ok(StepEnd::OverBudget { reason });
+                }
+                steward_events::Verdict::StopRun(reason) => {
+                    self.stop(
+                        trajectory,
+                        step,
+                        view,
+                        events,
+                        format!("I stopped here: {reason}."),
+                    )
+                    .await?;
+                    return Ok(StepEnd::Completed);
+                }
+            }
             let input = BrainInput {
                 trajectory: trajectory.id(),
                 step,
@@ -189,10 +225,11 @@ impl StepRunner {
             let turn = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Ok(cancelled()),
-                turn = self.brain.respond(input) => turn?,
+                turn = model.brain.respond(input) => turn?,
             };
             if let Some(usage) = turn.usage {
                 self.usage.record(usage);
+                self.record_usage(&origin, model, usage)?;
                 *step_usage += usage;
                 self.estimator.calibrate(prompt_bytes, usage.input);
             }
@@ -204,11 +241,24 @@ impl StepRunner {
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
             }
+            let calls = turn.tool_calls.iter().map(|c| (c.tool.as_str(), &c.args));
+            if let Some(why) = guard.before_calls(calls) {
+                self.stop(trajectory, step, view, events, why).await?;
+                return Ok(StepEnd::Completed);
+            }
             let outcomes = self
                 .run_calls(trajectory, step, &turn.tool_calls, &mut ctx, view)
                 .await?;
             if cancel.is_cancelled() {
                 return Ok(cancelled());
+            }
+            let results: Vec<String> = outcomes
+                .iter()
+                .map(|o| serde_json::to_string(o).unwrap_or_default())
+                .collect();
+            if let Some(why) = guard.after_results(results.iter().map(String::as_str)) {
+                self.stop(trajectory, step, view, events, why).await?;
+                return Ok(StepEnd::Completed);
             }
             last_round = turn.tool_calls.into_iter().zip(outcomes).collect();
         }
@@ -216,14 +266,78 @@ impl StepRunner {
             "I stopped working on this after {} model calls without a final answer (dispatcher.max_steps_per_turn). Tell me if I should go on.",
             self.max_model_calls
         );
-        let reply_to: Vec<_> = events.iter().map(|e| e.id).collect();
+        self.stop(trajectory, step, view, events, text).await?;
+        Ok(StepEnd::Completed)
+    }
+
+    /// Ends a turn early: the daemon says why, in the trajectory and to the owner.
+    async fn stop(
+        &self,
+        trajectory: &Trajectory,
+        step: u64,
+        view: &mut ContextView,
+        events: &[Event],
+        text: String,
+    ) -> Result<(), StepError> {
+        warn!(trajectory = %trajectory.id(), step, reason = %text, "a turn ended early");
         let message = AssistantMessage {
             text,
-            reply_to,
+            reply_to: events.iter().map(|e| e.id).collect(),
             canned: true,
         };
-        self.say(trajectory, step, view, events, message).await?;
-        Ok(StepEnd::Completed)
+        self.say(trajectory, step, view, events, message).await
+    }
+
+    /// Today's spending, for the daily caps.
+    fn spent_today(&self) -> steward_events::Spent {
+        let (day_tokens, day_cost) = self.ledger.today();
+        steward_events::Spent {
+            day_tokens,
+            day_cost,
+            ..Default::default()
+        }
+    }
+
+    /// Whether the next call (a prompt of `prompt_bytes`) may go out (see
+    /// [`steward_events::before_model_call`]).
+    fn budget_verdict(
+        &self,
+        run: &steward_config::RunSettings,
+        model: &super::Model,
+        spent: steward_events::Spent,
+        prompt_bytes: usize,
+    ) -> steward_events::Verdict {
+        let daily = self.ledger.caps();
+        let tokens = self.estimator.tokens(prompt_bytes);
+        let caps = steward_events::Caps {
+            run_tokens: run.max_tokens_per_run,
+            run_calls: run.max_model_calls_per_run,
+            daily_tokens: daily.daily_tokens,
+            daily_cost: daily.daily_cost,
+        };
+        let next = steward_events::NextCall {
+            tokens,
+            cost: model.prices.map_or(0.0, |p| p.cost(tokens, 0, 0)),
+        };
+        steward_events::before_model_call(&caps, &spent, next)
+    }
+
+    fn record_usage(
+        &self,
+        origin: &Origin<'_>,
+        model: &super::Model,
+        usage: TokenUsage,
+    ) -> Result<(), StepError> {
+        self.ledger.record(
+            &crate::usage::CallOrigin {
+                channel: origin.channel,
+                trajectory: origin.trajectory,
+                model: &model.name,
+                prices: model.prices,
+            },
+            usage,
+        )?;
+        Ok(())
     }
 
     /// What every call of the step runs with. Taint: the least trusted event of the step
@@ -400,7 +514,7 @@ impl StepRunner {
         trajectory: &Trajectory,
         step_items: Vec<TrajectoryItem>,
     ) -> Result<ContextView, StepError> {
-        let max_items = self.brain.history_items();
+        let max_items = self.brains.default.brain.history_items();
         if max_items == 0 {
             return Ok(ContextView::new(self.tools_now(trajectory), step_items));
         }
@@ -440,6 +554,7 @@ impl StepRunner {
         step: u64,
         view: &mut ContextView,
         cancel: &CancellationToken,
+        origin: &Origin<'_>,
     ) -> Result<bool, StepError> {
         let Some(cut) = view.cut(self.prompt_budget, &self.estimator) else {
             return Ok(true);
@@ -455,10 +570,11 @@ impl StepRunner {
         let summary = tokio::select! {
             biased;
             () = cancel.cancelled() => return Ok(false),
-            summary = self.brain.summarize(transcript) => summary?,
+            summary = self.brains.default.brain.summarize(transcript) => summary?,
         };
         if let Some(usage) = summary.usage {
             self.usage.record(usage);
+            self.record_usage(origin, &self.brains.default, usage)?;
         }
         info!(trajectory = %trajectory.id(), step, items = cut, covers_through, "compacted the model's context into a summary");
         let item = trajectory.append(
@@ -471,6 +587,13 @@ impl StepRunner {
         view.compact(cut, item, self.tools_now(trajectory));
         Ok(true)
     }
+}
+
+/// What caused a step's model calls (their usage is counted under it).
+#[derive(Debug)]
+struct Origin<'a> {
+    channel: &'a str,
+    trajectory: &'a str,
 }
 
 /// What a step carries from round to round.

@@ -156,7 +156,9 @@ impl OwnerApi {
     }
 
     pub fn status(&self) -> StatusReport {
-        self.shared.status.report()
+        let mut report = self.shared.status.report();
+        report.usage_today = self.shared.usage.today_row();
+        report
     }
 
     /// Takes a message from the owner (see the module docs for `/confirm` and `/deny`).

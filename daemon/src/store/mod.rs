@@ -193,6 +193,11 @@ impl Store {
         Ok(self.db.open_tree("web")?)
     }
 
+    /// The tree of model calls' usage (`steward usage`).
+    pub fn usage_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("usage")?)
+    }
+
     /// The tree of the owner outbox.
     pub fn outbox_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("outbox")?)

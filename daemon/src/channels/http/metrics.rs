@@ -51,6 +51,7 @@ pub fn metrics(owner: &OwnerApi) -> Response {
     let mut families = activity(owner, &status);
     families.extend(tools(owner));
     families.extend(channels(owner));
+    families.extend(model_usage(owner));
     let mut out = String::new();
     for family in families {
         let _ = writeln!(
@@ -134,6 +135,46 @@ fn activity(owner: &OwnerApi, status: &StatusReport) -> Vec<Family> {
             ],
         ),
     ]
+}
+
+/// Model calls, tokens and cost by channel and model (the usage ledger's counters).
+fn model_usage(owner: &OwnerApi) -> Vec<Family> {
+    let mut calls = Family::new(
+        "steward_model_calls_total",
+        "counter",
+        "Model calls since the daemon started, by the channel that caused them and the model.",
+    );
+    let mut tokens = Family::new(
+        "steward_model_call_tokens_total",
+        "counter",
+        "Model tokens since the daemon started, by channel, model and kind (in counts cached).",
+    );
+    let mut cost = Family::new(
+        "steward_model_cost_total",
+        "counter",
+        "Model cost since the daemon started (in the unit of the configured prices).",
+    );
+    for ((channel, model), row) in owner.shared.usage.counters() {
+        let labels = format!(
+            "channel=\"{}\",model=\"{}\"",
+            escape(&channel),
+            escape(&model)
+        );
+        calls
+            .samples
+            .push((format!("{{{labels}}}"), row.model_calls as f64));
+        for (kind, n) in [
+            ("in", row.tokens_in),
+            ("cached", row.tokens_cached),
+            ("out", row.tokens_out),
+        ] {
+            tokens
+                .samples
+                .push((format!("{{{labels},kind=\"{kind}\"}}"), n as f64));
+        }
+        cost.samples.push((format!("{{{labels}}}"), row.cost));
+    }
+    vec![calls, tokens, cost]
 }
 
 /// Tool calls, the ledger and pending confirmations.

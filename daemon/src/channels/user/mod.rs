@@ -250,6 +250,18 @@ impl UserChannel {
                 let found = owner.search_tools(&query, max_results);
                 s.write_all(found, |tool| Response::Tool { tool }).await
             }
+            Request::Usage { by, since } => {
+                let rows = (owner.shared.usage.rows(by, since))
+                    .map_err(|e| crate::owner::OwnerError::Unavailable(e.to_string()));
+                s.write_all(rows, |row| Response::Usage { row }).await
+            }
+            Request::Budget => {
+                s.write(&Response::Budget {
+                    budget: owner.shared.usage.report(),
+                })
+                .await?;
+                s.write(&Response::End).await
+            }
             Request::WebLogin => match owner.web_login().await {
                 Ok((token, expires_at)) => {
                     s.write(&Response::LoginLink { token, expires_at }).await?;

@@ -360,6 +360,7 @@ mod tests {
             debounce: Duration::from_millis(10),
             text: "t".into(),
             urgency: steward_events::Urgency::Queue,
+            run: Default::default(),
         };
         Watch {
             patterns: Patterns::of(&config),

@@ -64,6 +64,8 @@ fn config_of(row: &WatchRow) -> Result<WatchConfig, String> {
     Globs::new(&row.include).map_err(|e| format!("include: {e}"))?;
     Globs::new(&row.exclude).map_err(|e| format!("exclude: {e}"))?;
     Ok(WatchConfig {
+        // Watches made at run time (by a tool) run on `[model]` without caps.
+        run: steward_config::RunSettings::default(),
         name: row.name.clone(),
         path: row.path.clone(),
         recursive: row.recursive,
