@@ -9,7 +9,7 @@
 //! - A cap is passed by the call that would go beyond it: the tokens already spent plus the
 //!   next call's estimated prompt. A call count cap allows exactly that many calls.
 //! - The loop guard ends a turn when a call with the same tool and the same arguments would
-//!   be made a third time, or after [`STALE_ROUNDS`] rounds in a row whose results were all
+//!   be made in a third round (the same call twice in one round counts once), or after [`STALE_ROUNDS`] rounds in a row whose results were all
 //!   seen before in the turn.
 
 use std::collections::{HashMap, HashSet};
@@ -103,7 +103,13 @@ impl LoopGuard {
         &mut self,
         calls: impl IntoIterator<Item = (&'a str, &'a serde_json::Value)>,
     ) -> Option<String> {
-        for (tool, args) in calls {
+        // A call repeated within one round is one batch (several events can ask for the
+        // same thing at once); a loop repeats it round after round.
+        let round: HashSet<(String, String)> = calls
+            .into_iter()
+            .map(|(tool, args)| (tool.to_owned(), args.to_string()))
+            .collect();
+        for (tool, args) in round {
             let count = self.calls.entry(format!("{tool} {args}")).or_insert(0);
             *count += 1;
             if *count > SAME_CALL_LIMIT {
@@ -223,6 +229,14 @@ mod tests {
             None
         );
         assert!(guard.before_calls([("fs_read", &args)]).is_some());
+        // The same call twice in one batch counts once.
+        let mut guard = LoopGuard::default();
+        assert_eq!(guard.before_calls([("sleep", &args); 10]), None);
+        assert_eq!(
+            guard.before_calls([("sleep", &args), ("sleep", &args)]),
+            None
+        );
+        assert!(guard.before_calls([("sleep", &args)]).is_some());
         // Another tool with the same arguments is another call.
         let mut guard = LoopGuard::default();
         for _ in 0..2 {

@@ -329,6 +329,22 @@ async fn in_chromium_the_owner_logs_in_approves_live_pauses_a_job_and_sees_an_an
         !browser.url().await.contains("token"),
         "no token left in the address bar"
     );
+    // The keyboard alone reaches the navigation and follows a link.
+    const TAB: &str = "\u{E004}";
+    const ENTER: &str = "\u{E007}";
+    let mut reached = false;
+    for _ in 0..12 {
+        browser.press(TAB).await;
+        if browser.focused_attribute("href").await.as_deref() == Some("/schedule") {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "Tab reaches the Schedule link");
+    browser.press(ENTER).await;
+    browser
+        .wait_for("nav a[aria-current=page][href='/schedule']")
+        .await;
 
     // Approvals open before the cron turn asks: the request appears without a reload.
     browser.open(&format!("{}/approvals", page.base)).await;
@@ -475,4 +491,53 @@ async fn a_page_that_comes_back_is_told_at_once_what_it_missed() {
     let (status, html) = page.get("/", Some(&cookie)).await;
     assert_eq!(status, 200);
     assert!(html.contains("the bread is ready"), "today's messages");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_page_and_metrics_show_each_model_call_under_its_channel_and_model() {
+    let model = crate::scripted_model::ScriptedModel::start(
+        vec![crate::model::text_answer("Hello.")],
+        4096,
+    );
+    let page = Page::start(&format!(
+        "{}[budget]\ndaily_tokens = 100000\n",
+        crate::model::config(model.port)
+    ));
+    let sent = page.daemon.cli(&["send", "--wait", "hi"]);
+    assert!(stdout(&sent).contains("Hello."), "{sent:?}");
+    let cookie = page.login().await;
+    let (status, html) = page.get("/usage", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(html.contains(r#"aria-current="page">Usage<"#), "{html}");
+    // The scripted model reports 100 tokens in and 20 out.
+    assert!(html.contains("120 tokens of 100000"), "{html}");
+    assert!(
+        html.contains("<td>(not a job)</td><td class=\"num\">1</td><td class=\"num\">100</td>"),
+        "{html}"
+    );
+    let (status, _) = page.get("/usage", None).await;
+    assert_ne!(status, 200, "the page needs the session");
+    let token = stdout(&page.daemon.cli(&["token", "show"]))
+        .trim()
+        .to_owned();
+    let metrics = page
+        .http
+        .get(format!("{}/metrics", page.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"steward_model_calls_total{channel="user:socket",model="scripted"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            r#"steward_model_call_tokens_total{channel="user:socket",model="scripted",kind="out"} 20"#
+        ),
+        "{metrics}"
+    );
 }

@@ -179,6 +179,30 @@ impl Browser {
         .await;
     }
 
+    /// Presses and releases one key (a WebDriver key code such as `\u{E004}` for Tab).
+    pub async fn press(&self, key: &str) {
+        let actions = json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+            {"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]}]});
+        self.call(reqwest::Method::POST, "/actions", Some(actions))
+            .await;
+    }
+
+    /// An attribute of the element that has the keyboard focus.
+    pub async fn focused_attribute(&self, name: &str) -> Option<String> {
+        let active = self
+            .call(reqwest::Method::GET, "/element/active", None)
+            .await;
+        let element = active[ELEMENT].as_str()?;
+        self.call(
+            reqwest::Method::GET,
+            &format!("/element/{element}/attribute/{name}"),
+            None,
+        )
+        .await
+        .as_str()
+        .map(str::to_owned)
+    }
+
     /// A screenshot of the window, as PNG bytes.
     pub async fn screenshot(&self) -> Vec<u8> {
         let encoded = self.call(reqwest::Method::GET, "/screenshot", None).await;

@@ -1,6 +1,6 @@
 //! The owner's web page, served under `/` by the HTTP server when `http.web` is on (the
-//! default): **Now**, **Chat**, **Approvals**, **Activity** (with an event's whole path) and
-//! **Schedule**, each a thin view over the owner API ([`crate::owner`]) — the same service
+//! default): **Now**, **Chat**, **Approvals**, **Activity** (with an event's whole path),
+//! **Schedule** and **Usage**, each a thin view over the owner API ([`crate::owner`]) — the same service
 //! the socket and `/v1` use, so the page can do nothing the CLI cannot.
 //!
 //! - [`guard`]: `Host`, the session cookie, CSRF + `Origin` on every `POST`, and the
@@ -19,7 +19,8 @@
 //!   announcements as `changed` notices (the page fetches what it shows itself), and a
 //!   streaming answer's text so far as `partial`. An open page costs the daemon that one
 //!   connection and nothing else.
-//! - Usage (tokens per day and job) waits for the budgets issue; the navigation has room.
+//! - **Usage** shows the daily budget and the usage ledger's last 30 days per day (newest
+//!   first) and per job ([`crate::usage`]).
 
 pub mod guard;
 pub mod pages;
@@ -38,7 +39,7 @@ use chrono::Utc;
 use chrono_tz::Tz;
 use maud::Markup;
 use serde::Deserialize;
-use steward_protocol::{CronCommand, NewJob};
+use steward_protocol::{CronCommand, NewJob, UsageBy};
 use tokio_util::sync::CancellationToken;
 
 use self::pages::{ActivityFilter, Frame, Nav};
@@ -67,6 +68,7 @@ pub fn routes(web: Web) -> Router {
         .route("/activity/{id}", get(event_path))
         .route("/schedule", get(schedule).post(add_job))
         .route("/schedule/{name}/{action}", post(job_action))
+        .route("/usage", get(usage))
         .route("/login", get(login))
         .route("/logout", post(logout))
         .route("/web/stream", get(stream))
@@ -250,6 +252,30 @@ async fn schedule(State(web): State<Web>, headers: HeaderMap) -> Response {
             Nav::Schedule,
             "Schedule",
             pages::schedule(frame, &jobs, &web.owner.watches()),
+        ))
+    })
+}
+
+async fn usage(State(web): State<Web>, headers: HeaderMap) -> Response {
+    let ledger = &web.owner.shared.usage;
+    let since = ledger.day_of(chrono::Utc::now()) - chrono::Days::new(30);
+    let rows = |by| {
+        ledger
+            .rows(by, Some(since))
+            .map_err(|e| OwnerError::Unavailable(e.to_string()))
+    };
+    let (mut days, jobs) = match (rows(UsageBy::Day), rows(UsageBy::Job)) {
+        (Ok(days), Ok(jobs)) => (days, jobs),
+        (Err(e), _) | (_, Err(e)) => return guard::refused(status_of(&e), &e.to_string()),
+    };
+    days.reverse();
+    let budget = ledger.report();
+    page(&web, &headers, |frame| {
+        Ok(pages::layout(
+            frame,
+            Nav::Usage,
+            "Usage",
+            pages::usage(&budget, &days, &jobs),
         ))
     })
 }

@@ -16,7 +16,8 @@ use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use steward_events::{ItemKind, TrajectoryItem};
 use steward_protocol::{
-    ChannelStatus, EventRow, JobRow, OwnerMessage, PendingRow, StatusReport, StepStatus, WatchRow,
+    BudgetReport, ChannelStatus, EventRow, JobRow, OwnerMessage, PendingRow, StatusReport,
+    StepStatus, UsageRow, WatchRow,
 };
 
 pub const CHAT_PAGE: usize = 100;
@@ -30,14 +31,16 @@ pub enum Nav {
     Approvals,
     Activity,
     Schedule,
+    Usage,
 }
 
-const PAGES: [(Nav, &str, &str); 5] = [
+const PAGES: [(Nav, &str, &str); 6] = [
     (Nav::Now, "/", "Now"),
     (Nav::Chat, "/chat", "Chat"),
     (Nav::Approvals, "/approvals", "Approvals"),
     (Nav::Activity, "/activity", "Activity"),
     (Nav::Schedule, "/schedule", "Schedule"),
+    (Nav::Usage, "/usage", "Usage"),
 ];
 
 /// What every page knows besides its own data.
@@ -264,6 +267,50 @@ pub fn approvals(frame: &Frame<'_>, rows: &[PendingRow]) -> Markup {
                     }
                 }
             }
+        }
+    }
+}
+
+/// **Usage**: the daily budget, then model calls per day and per job (with their
+/// tokens and cost) over the last weeks.
+pub fn usage(budget: &BudgetReport, days: &[UsageRow], jobs: &[UsageRow]) -> Markup {
+    let cap = |cap: Option<String>| cap.unwrap_or_else(|| "no cap".to_owned());
+    let table = |caption: &str, rows: &[UsageRow]| {
+        html! {
+            table {
+                caption { (caption) }
+                thead { tr { th { "" } th.num { "Calls" } th.num { "Tokens in" } th.num { "Cached" } th.num { "Tokens out" } th.num { "Cost" } } }
+                tbody {
+                    @for row in rows {
+                        tr {
+                            td { (row.key) }
+                            td.num { (row.model_calls) }
+                            td.num { (row.tokens_in) }
+                            td.num { (row.tokens_cached) }
+                            td.num { (row.tokens_out) }
+                            td.num { (format!("{:.4}", row.cost)) }
+                        }
+                    }
+                }
+            }
+            @if rows.is_empty() { p.empty { "No model calls yet." } }
+        }
+    };
+    html! {
+        div #live {
+            section aria-label="Budget" {
+                h2 { "Today (" (budget.day) ")" }
+                p {
+                    (budget.tokens_today) " tokens of " (cap(budget.daily_tokens.map(|c| c.to_string())))
+                    "; cost " (format!("{:.4}", budget.cost_today)) " of " (cap(budget.daily_cost.map(|c| c.to_string())))
+                    "."
+                }
+                @if let Some(reason) = &budget.waiting {
+                    p.state-waiting role="status" { "Model work waits: " (reason) }
+                }
+            }
+            (table("Per day", days))
+            (table("Per job (last 30 days)", jobs))
         }
     }
 }
