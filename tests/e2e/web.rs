@@ -424,6 +424,7 @@ async fn in_chromium_the_owner_logs_in_approves_live_pauses_a_job_and_sees_an_an
         ("activity", true, "/activity".to_owned()),
         ("event", true, format!("/activity/{}", event.id)),
         ("schedule", false, "/schedule".to_owned()),
+        ("usage", true, "/usage".to_owned()),
     ] {
         let base = if on_chat_daemon {
             &chat_base
@@ -510,9 +511,15 @@ async fn the_usage_page_and_metrics_show_each_model_call_under_its_channel_and_m
     assert_eq!(status, 200);
     assert!(html.contains(r#"aria-current="page">Usage<"#), "{html}");
     // The scripted model reports 100 tokens in and 20 out.
-    assert!(html.contains("120 tokens of 100000"), "{html}");
     assert!(
-        html.contains("<td>(not a job)</td><td class=\"num\">1</td><td class=\"num\">100</td>"),
+        html.contains("120 tokens of 100000 (budget.daily_tokens)"),
+        "{html}"
+    );
+    assert!(
+        html.contains(concat!(
+            r#"<td><b>(not a job)</b></td><td class="num" data-label="Calls">1</td>"#,
+            r#"<td class="num" data-label="Tokens in">100</td>"#
+        )),
         "{html}"
     );
     let (status, _) = page.get("/usage", None).await;

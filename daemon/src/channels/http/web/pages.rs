@@ -274,7 +274,6 @@ pub fn approvals(frame: &Frame<'_>, rows: &[PendingRow]) -> Markup {
 /// **Usage**: the daily budget, then model calls per day and per job (with their
 /// tokens and cost) over the last weeks.
 pub fn usage(budget: &BudgetReport, days: &[UsageRow], jobs: &[UsageRow]) -> Markup {
-    let cap = |cap: Option<String>| cap.unwrap_or_else(|| "no cap".to_owned());
     let table = |caption: &str, rows: &[UsageRow]| {
         html! {
             table {
@@ -283,12 +282,12 @@ pub fn usage(budget: &BudgetReport, days: &[UsageRow], jobs: &[UsageRow]) -> Mar
                 tbody {
                     @for row in rows {
                         tr {
-                            td { (row.key) }
-                            td.num { (row.model_calls) }
-                            td.num { (row.tokens_in) }
-                            td.num { (row.tokens_cached) }
-                            td.num { (row.tokens_out) }
-                            td.num { (format!("{:.4}", row.cost)) }
+                            td { b { (row.key) } }
+                            td.num data-label="Calls" { (row.model_calls) }
+                            td.num data-label="Tokens in" { (row.tokens_in) }
+                            td.num data-label="Cached" { (row.tokens_cached) }
+                            td.num data-label="Tokens out" { (row.tokens_out) }
+                            td.num data-label="Cost" { (format!("{:.4}", row.cost)) }
                         }
                     }
                 }
@@ -301,8 +300,11 @@ pub fn usage(budget: &BudgetReport, days: &[UsageRow], jobs: &[UsageRow]) -> Mar
             section aria-label="Budget" {
                 h2 { "Today (" (budget.day) ")" }
                 p {
-                    (budget.tokens_today) " tokens of " (cap(budget.daily_tokens.map(|c| c.to_string())))
-                    "; cost " (format!("{:.4}", budget.cost_today)) " of " (cap(budget.daily_cost.map(|c| c.to_string())))
+                    (budget.tokens_today) " tokens"
+                    @if let Some(cap) = budget.daily_tokens { " of " (cap) " (budget.daily_tokens)" }
+                    "; cost " (format!("{:.4}", budget.cost_today))
+                    @if let Some(cap) = budget.daily_cost { " of " (cap) " (budget.daily_cost)" }
+                    @if budget.daily_tokens.is_none() && budget.daily_cost.is_none() { " — no daily cap is set" }
                     "."
                 }
                 @if let Some(reason) = &budget.waiting {
