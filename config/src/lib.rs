@@ -15,6 +15,7 @@ mod spanned;
 mod telegram;
 mod url;
 mod validate;
+mod web_search;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,6 +27,7 @@ pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
 pub use matrix::{MatrixConfig, MatrixLogin};
 pub use telegram::{DEFAULT_API_URL as TELEGRAM_API_URL, TelegramConfig};
+pub use web_search::{WebSearchBackend, WebSearchConfig};
 
 /// The commented default configuration written by `steward init`.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default.toml");
@@ -64,6 +66,8 @@ pub struct Config {
     pub matrix: Option<MatrixConfig>,
     /// `[telegram]`: the Telegram bot, when configured.
     pub telegram: Option<TelegramConfig>,
+    /// `[web_search]`: the backend of `web_search`, when configured.
+    pub web_search: Option<WebSearchConfig>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

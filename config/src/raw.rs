@@ -32,6 +32,7 @@ pub(crate) struct RawConfig {
     pub models: std::collections::BTreeMap<String, RawModel>,
     pub budget: crate::budget::RawBudget,
     pub usage: crate::budget::RawUsage,
+    pub web_search: Option<crate::web_search::RawWebSearch>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

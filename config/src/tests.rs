@@ -65,6 +65,21 @@ fn errors_name_the_key_and_the_line() {
             ":5:",
         ),
         ("[budget]\ndaily_tokens = 0\n", "budget.daily_tokens", ":2:"),
+        (
+            "[web_search]\nbackend = \"google\"\n",
+            "web_search.backend",
+            ":2:",
+        ),
+        (
+            "[web_search]\nbackend = \"searxng\"\n",
+            "web_search.url",
+            ":2:",
+        ),
+        (
+            "[web_search]\nbackend = \"brave\"\n",
+            "web_search.api_key_env",
+            ":2:",
+        ),
         ("[tools]\nprofile = \"admin\"\n", "tools.profile", ":2:"),
         (
             "[matrix]\nhomeserver = \"http://matrix.example.org\"\nuser_id = \"@bot:example.org\"\npassword_env = \"P\"\n",

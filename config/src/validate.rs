@@ -623,6 +623,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         None => None,
     };
     let senders = resolve_senders(raw.senders, &at)?;
+    let web_search = match raw.web_search {
+        Some(search) => Some(crate::web_search::resolve(search, &at, &in_range)?),
+        None => None,
+    };
     Ok(Config {
         daemon,
         inbox,
@@ -644,6 +648,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         email,
         matrix,
         telegram,
+        web_search,
         tools: resolve_tools(raw.tools, &at, &in_range)?,
     })
 }

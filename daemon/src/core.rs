@@ -85,12 +85,18 @@ fn registry(
     config: &Config,
     shell: Option<builtin::ShellSandbox>,
     memory: sled::Tree,
+    todos: builtin::TodoLists,
     scheduler: &Scheduler,
     watches: &WatchSet,
     #[cfg(feature = "email")] email: Option<&crate::channels::email::EmailHandle>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
     let builder = builtin::register_memory(builtin::builtins(), memory);
+    let builder = builtin::register_todo(builder, todos);
+    let builder = match &config.web_search {
+        Some(search) => builtin::register_web_search(builder, web_search(search)?),
+        None => builder,
+    };
     let builder = crate::channels::timer::tools::register(builder, scheduler);
     #[cfg(feature = "email")]
     let builder = match email {
@@ -234,6 +240,31 @@ pub(crate) fn read_telegram_token(config: &Config) -> Result<(), ConfigProblem> 
     }
 }
 
+/// `web_search`'s backend (Brave's key read now: a missing one is a config problem).
+fn web_search(
+    config: &steward_config::WebSearchConfig,
+) -> Result<builtin::WebSearch, ConfigProblem> {
+    use steward_config::WebSearchBackend;
+    let backend = match &config.backend {
+        WebSearchBackend::SearxNg { url } => builtin::SearchBackend::SearxNg { url: url.clone() },
+        WebSearchBackend::Brave { api_key, url } => {
+            let key = match api_key {
+                steward_config::SecretSource::Env(_) => "web_search.api_key_env",
+                steward_config::SecretSource::File(_) => "web_search.api_key_file",
+            };
+            read_secret(api_key, key)?;
+            builtin::SearchBackend::Brave {
+                api_key: api_key.read().unwrap_or_default(),
+                url: url.clone().unwrap_or_else(|| builtin::BRAVE_URL.to_owned()),
+            }
+        }
+    };
+    Ok(builtin::WebSearch {
+        backend,
+        timeout: config.timeout,
+    })
+}
+
 fn read_secret(secret: &steward_config::SecretSource, key: &str) -> Result<(), ConfigProblem> {
     match secret.read() {
         Ok(secret) if !secret.is_empty() => Ok(()),
@@ -310,6 +341,8 @@ pub struct Core {
     pub outbox: Outbox,
     /// Every model call's usage, and the caps on it.
     pub usage: Arc<UsageLedger>,
+    /// Each trajectory's task list (`todo_write`), for status and the web page.
+    pub todos: builtin::TodoLists,
 }
 
 impl Core {
@@ -364,10 +397,12 @@ impl Core {
             )?)),
             None => None,
         };
+        let todos = builtin::TodoLists::new(store.todo_tree()?);
         let tools = registry(
             config,
             shell.clone(),
             store.memory_tree()?,
+            todos.clone(),
             &scheduler,
             &watches,
             #[cfg(feature = "email")]
@@ -414,6 +449,7 @@ impl Core {
             pipeline,
             outbox,
             usage,
+            todos,
         })
     }
 
@@ -426,6 +462,7 @@ impl Core {
             confirmations: self.confirmations.clone(),
             outbox: self.outbox.clone(),
             usage: self.usage.clone(),
+            todos: self.todos.clone(),
         }
     }
 }

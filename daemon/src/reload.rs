@@ -12,7 +12,7 @@
 //!   the Telegram channel likewise for `[telegram]` (its token is read first).
 //! - Named in `steward status` as needing a restart: the other sections (daemon, inbox,
 //!   dispatcher, owner, lanes, model, model profiles, usage retention, urgency, tool
-//!   selection, MCP), and email added or
+//!   selection, MCP, web search), and email added or
 //!   removed.
 //! - An invalid file changes nothing: the error is logged and shown in `steward status`.
 //!   systemd hears `RELOADING=1` before and `READY=1` after.
@@ -246,6 +246,7 @@ impl Reloader {
             ("urgency", started.urgency_rules != config.urgency_rules),
             ("tools", tools_selection != config.tools),
             ("mcp", started.mcp_servers != config.mcp_servers),
+            ("web_search", started.web_search != config.web_search),
             // Added or removed: the email tools are registered at start.
             ("email", started.email.is_some() != config.email.is_some()),
         ];

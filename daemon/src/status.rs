@@ -177,6 +177,7 @@ impl StatusBoard {
             restart_needed: config.restart_needed,
             // The usage ledger's, filled in by the owner API.
             usage_today: Default::default(),
+            todo: Vec::new(),
             pid: self.pid,
             uptime_secs: self.started.elapsed().as_secs(),
             data_dir: self.data_dir.clone(),

@@ -151,6 +151,13 @@ pub struct UsageRow {
     pub cost: f64,
 }
 
+/// One task of a task list: its text and `pending`, `in_progress` or `done`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoRow {
+    pub text: String,
+    pub status: String,
+}
+
 /// The daily caps and today's spending (`steward budget status --json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BudgetReport {
@@ -339,6 +346,9 @@ pub struct StatusReport {
     /// Today's model calls (the owner's zone), from the usage ledger.
     #[serde(default)]
     pub usage_today: UsageRow,
+    /// The main conversation's task list (`todo_write`), in order.
+    #[serde(default)]
+    pub todo: Vec<TodoRow>,
     /// Why the config file was refused at the last SIGHUP (the running config stays).
     #[serde(default)]
     pub config_error: Option<String>,

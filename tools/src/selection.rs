@@ -48,7 +48,12 @@ impl Profile {
 
     /// Each profile is the one before it plus some groups.
     fn groups(self) -> impl Iterator<Item = &'static str> {
-        const MINIMAL: &[&str] = &["group:tools", "group:messaging", "group:memory"];
+        const MINIMAL: &[&str] = &[
+            "group:tools",
+            "group:messaging",
+            "group:memory",
+            "group:todo",
+        ];
         const ASSISTANT: &[&str] = &[
             "group:fs",
             "group:web",

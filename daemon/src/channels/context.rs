@@ -48,6 +48,8 @@ pub struct Shared {
     pub outbox: crate::owner::outbox::Outbox,
     /// Every model call's usage, and the caps on it (see [`crate::usage`]).
     pub usage: Arc<crate::usage::UsageLedger>,
+    /// Each trajectory's task list.
+    pub todos: steward_tools::builtin::TodoLists,
 }
 
 #[derive(Clone, Debug)]

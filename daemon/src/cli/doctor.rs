@@ -328,6 +328,9 @@ async fn matrix_check(config: &Config, data_dir: &Path, running: bool) -> Option
 /// The web page: served in the clear, it belongs on loopback (or behind a TLS proxy that
 /// reaches it there); bound to another address it is readable on the network.
 fn web_check(config: &Config) -> Option<Check> {
+    if !cfg!(feature = "web") {
+        return None;
+    }
     let http = config.http.as_ref().filter(|h| h.web)?;
     let host = http
         .listen

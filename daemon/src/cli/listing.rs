@@ -78,6 +78,14 @@ fn print_status(s: &StatusReport) {
         s.usage_today.tokens_out,
         s.usage_today.cost
     );
+    for task in &s.todo {
+        let mark = match task.status.as_str() {
+            "done" => "[x]",
+            "in_progress" => "[~]",
+            _ => "[ ]",
+        };
+        out!("task           {mark} {}", task.text);
+    }
     if !s.shell_sandbox.is_empty() {
         out!("shell sandbox  {}", s.shell_sandbox);
     }

@@ -158,6 +158,22 @@ impl OwnerApi {
     pub fn status(&self) -> StatusReport {
         let mut report = self.shared.status.report();
         report.usage_today = self.shared.usage.today_row();
+        report.todo = self
+            .shared
+            .todos
+            .get("main")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| steward_protocol::TodoRow {
+                text: item.text,
+                status: match item.status {
+                    steward_tools::builtin::TodoStatus::Pending => "pending",
+                    steward_tools::builtin::TodoStatus::InProgress => "in_progress",
+                    steward_tools::builtin::TodoStatus::Done => "done",
+                }
+                .to_owned(),
+            })
+            .collect();
         report
     }
 
@@ -369,7 +385,7 @@ impl OwnerApi {
     pub async fn web_login(&self) -> Result<(String, chrono::DateTime<chrono::Utc>), OwnerError> {
         if !self.web.served() {
             return Err(OwnerError::Conflict(
-                "the web page is not served: it needs [http] (and http.web = true)".into(),
+                "the web page is not served: it needs [http] (and http.web = true, in a binary built with the `web` feature)".into(),
             ));
         }
         self.web

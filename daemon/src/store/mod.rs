@@ -168,6 +168,11 @@ impl Store {
         Ok(self.db.open_tree("memory")?)
     }
 
+    /// The tree of each trajectory's task list (`todo_write`).
+    pub fn todo_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("todos")?)
+    }
+
     /// The tree of requests for the owner's confirmation.
     pub fn pending_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("pending_actions")?)

@@ -12,11 +12,15 @@ mod memory;
 mod notify_owner;
 mod shell;
 mod sleep;
+mod todo;
 pub(crate) mod tool_search;
 mod web_fetch;
+mod web_search;
 
 pub use memory::register_memory;
+pub use todo::{TodoItem, TodoLists, TodoStatus, register_todo};
 pub use tool_search::unwrap_call_tool;
+pub use web_search::{BRAVE_URL, SearchBackend, WebSearch, register_web_search};
 
 use crate::context::ExecutionContext;
 use crate::registry::ToolRegistryBuilder;

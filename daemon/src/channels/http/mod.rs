@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod server;
 pub mod template;
 pub mod verify;
+#[cfg(feature = "web")]
 pub mod web;
 
 use steward_config::Config;
@@ -32,9 +33,12 @@ pub async fn start(
         return Ok(());
     };
     // The page shows times in the owner's zone (checked at start).
-    let web = if http.web {
+    let web = if http.web && cfg!(feature = "web") {
         Some(crate::core::owner_zone(config)?)
     } else {
+        if http.web {
+            tracing::info!("the web page is not built into this binary (cargo feature `web`)");
+        }
         None
     };
     let bound = server::bind(

@@ -105,6 +105,8 @@ pub struct Bound {
     request_timeout: std::time::Duration,
     largest_body: usize,
     /// The owner's page, in the owner's zone, when `http.web`.
+    // Read only where the page is built in (the `web` feature).
+    #[cfg_attr(not(feature = "web"), allow(dead_code))]
     web: Option<chrono_tz::Tz>,
 }
 
@@ -120,7 +122,8 @@ impl std::fmt::Debug for Bound {
 /// written to `DATA_DIR/http.addr`). Nothing is served until [`run`].
 pub async fn bind(
     http: &HttpConfig,
-    web: Option<chrono_tz::Tz>,
+    // Read only where the page is built in (the `web` feature).
+    #[cfg_attr(not(feature = "web"), allow(dead_code))] web: Option<chrono_tz::Tz>,
     routes: &[WebhookRouteConfig],
     senders: SenderPolicy,
     owner: OwnerApi,
@@ -181,6 +184,7 @@ pub async fn bind(
 /// Serves until the channel is stopped; requests in flight finish.
 pub async fn run(bound: Bound, cx: ChannelContext) {
     let hosts = Arc::new(bound.hosts);
+    #[cfg(feature = "web")]
     let web = bound.web.map(|zone| super::web::Web {
         owner: bound.owner.clone(),
         hosts: hosts.clone(),
@@ -203,13 +207,12 @@ pub async fn run(bound: Bound, cx: ChannelContext) {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(state)
-        .merge(super::api::routes(api, bound.metrics_public))
-        .merge(web.map(super::web::routes).unwrap_or_default())
-        .layer(DefaultBodyLimit::max(bound.largest_body))
-        .layer(axum::middleware::from_fn_with_state(
-            bound.request_timeout,
-            within_deadline,
-        ));
+        .merge(super::api::routes(api, bound.metrics_public));
+    #[cfg(feature = "web")]
+    let app = app.merge(web.map(super::web::routes).unwrap_or_default());
+    let app = app.layer(DefaultBodyLimit::max(bound.largest_body)).layer(
+        axum::middleware::from_fn_with_state(bound.request_timeout, within_deadline),
+    );
     let address = bound.address;
     cx.set_health(ChannelHealth::ready(format!("listening on {address}")));
     info!(%address, "HTTP server listening");

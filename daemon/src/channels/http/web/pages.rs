@@ -228,6 +228,16 @@ pub fn now(
             }
             p.muted { "Model: " (status.brain) " (" (format!("{:?}", status.brain_state).to_lowercase()) ")"
                 @if let Some(error) = &status.brain_last_error { " — " (error) } }
+            @if !status.todo.is_empty() {
+                h2 { "Task list" }
+                ul.todo {
+                    @for task in &status.todo {
+                        li class=(format!("todo-{}", task.status)) {
+                            span.muted { (task.status.replace('_', " ")) } " " (task.text)
+                        }
+                    }
+                }
+            }
             h2 { "Waiting for you (" (waiting.len()) ")" }
             @if waiting.is_empty() { p.empty { "Nothing waits for your approval." } }
             @for row in &waiting { (pending_card(frame, row, &ids, false)) }
