@@ -11,6 +11,7 @@ mod email;
 mod error;
 mod matrix;
 mod raw;
+mod skills;
 mod spanned;
 mod telegram;
 mod url;
@@ -26,6 +27,7 @@ pub use budget::{BudgetConfig, Prices, RunSettings, UsageConfig};
 pub use email::{EmailConfig, MailServer, MailTls};
 pub use error::ConfigError;
 pub use matrix::{MatrixConfig, MatrixLogin};
+pub use skills::SkillsConfig;
 pub use telegram::{DEFAULT_API_URL as TELEGRAM_API_URL, TelegramConfig};
 pub use web_search::{WebSearchBackend, WebSearchConfig};
 
@@ -68,6 +70,8 @@ pub struct Config {
     pub telegram: Option<TelegramConfig>,
     /// `[web_search]`: the backend of `web_search`, when configured.
     pub web_search: Option<WebSearchConfig>,
+    /// `[skills]`: where skills are found and which directories are trusted.
+    pub skills: SkillsConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

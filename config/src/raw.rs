@@ -33,6 +33,7 @@ pub(crate) struct RawConfig {
     pub budget: crate::budget::RawBudget,
     pub usage: crate::budget::RawUsage,
     pub web_search: Option<crate::web_search::RawWebSearch>,
+    pub skills: crate::skills::RawSkills,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

@@ -649,6 +649,7 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         matrix,
         telegram,
         web_search,
+        skills: crate::skills::resolve(&raw.skills, &at)?,
         tools: resolve_tools(raw.tools, &at, &in_range)?,
     })
 }

@@ -80,19 +80,26 @@ fn selection(config: &Config) -> Selection {
     }
 }
 
+/// What the memory, task-list and skill tools read and keep.
+struct KeptByTools {
+    memory: sled::Tree,
+    todos: builtin::TodoLists,
+    skills: builtin::SkillLibrary,
+}
+
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
 fn registry(
     config: &Config,
     shell: Option<builtin::ShellSandbox>,
-    memory: sled::Tree,
-    todos: builtin::TodoLists,
+    kept: KeptByTools,
     scheduler: &Scheduler,
     watches: &WatchSet,
     #[cfg(feature = "email")] email: Option<&crate::channels::email::EmailHandle>,
 ) -> anyhow::Result<Arc<ToolRegistry>> {
     let tools = &config.tools;
-    let builder = builtin::register_memory(builtin::builtins(), memory);
-    let builder = builtin::register_todo(builder, todos);
+    let builder = builtin::register_memory(builtin::builtins(), kept.memory);
+    let builder = builtin::register_todo(builder, kept.todos);
+    let builder = builtin::register_skills(builder, kept.skills);
     let builder = match &config.web_search {
         Some(search) => builtin::register_web_search(builder, web_search(search)?),
         None => builder,
@@ -237,6 +244,32 @@ pub(crate) fn read_telegram_token(config: &Config) -> Result<(), ConfigProblem> 
     match &config.telegram {
         Some(telegram) => read_secret(&telegram.token, telegram.token_key()),
         None => Ok(()),
+    }
+}
+
+/// Where skills are found: `skills.dirs`, or the config file's and the data dir's
+/// `skills/`; a directory is trusted when `skills.trusted` names it.
+pub(crate) fn skill_library(
+    config: &Config,
+    data_dir: &Path,
+    config_file: Option<&Path>,
+) -> builtin::SkillLibrary {
+    let dirs = config.skills.dirs.clone().unwrap_or_else(|| {
+        config_file
+            .and_then(Path::parent)
+            .map(|dir| dir.join("skills"))
+            .into_iter()
+            .chain([data_dir.join("skills")])
+            .collect()
+    });
+    builtin::SkillLibrary {
+        dirs: dirs
+            .into_iter()
+            .map(|dir| {
+                let trusted = config.skills.trusted.contains(&dir);
+                (dir, trusted)
+            })
+            .collect(),
     }
 }
 
@@ -401,8 +434,11 @@ impl Core {
         let tools = registry(
             config,
             shell.clone(),
-            store.memory_tree()?,
-            todos.clone(),
+            KeptByTools {
+                memory: store.memory_tree()?,
+                todos: todos.clone(),
+                skills: skill_library(config, &data_dir, config_file),
+            },
             &scheduler,
             &watches,
             #[cfg(feature = "email")]

@@ -27,6 +27,7 @@ mod sandbox;
 mod scripted_model;
 mod service;
 mod shell;
+mod skills;
 mod steps;
 mod support;
 mod taint;

@@ -43,6 +43,8 @@ pub struct ToolRegistryBuilder {
     deferral: Deferral,
     /// Configured MCP servers, whose tools `allow`/`deny` may name before they are listed.
     mcp_servers: Vec<String>,
+    /// The skills `tool_search` finds beside the tools.
+    skills: Option<crate::builtin::SkillLibrary>,
 }
 
 impl fmt::Debug for ToolRegistryBuilder {
@@ -80,6 +82,12 @@ impl ToolRegistryBuilder {
     /// The MCP servers that will add tools once they are running.
     pub fn expect_mcp_servers(mut self, names: Vec<String>) -> Self {
         self.mcp_servers = names;
+        self
+    }
+
+    /// The skills `tool_search` lists beside the tools it finds.
+    pub fn skills(mut self, library: crate::builtin::SkillLibrary) -> Self {
+        self.skills = Some(library);
         self
     }
 
@@ -142,6 +150,7 @@ impl ToolRegistryBuilder {
                 catalog: Arc::new(RwLock::new(Arc::new(Catalog::new(tools, &self.selection)))),
                 selection: self.selection,
                 deferral: self.deferral,
+                skills: self.skills,
             }
         }))
     }
@@ -282,6 +291,7 @@ pub struct ToolRegistry {
     catalog: Arc<RwLock<Arc<Catalog>>>,
     selection: Selection,
     deferral: Deferral,
+    skills: Option<crate::builtin::SkillLibrary>,
 }
 
 impl ToolRegistry {
@@ -474,5 +484,12 @@ fn edit_distance(a: &str, b: &str, cap: usize) -> usize {
 impl ToolFinder for ToolRegistry {
     fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec> {
         self.search(query, max_results, in_lane)
+    }
+
+    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::builtin::Skill> {
+        match &self.skills {
+            Some(library) if !self.is_disabled("skill_load") => library.search(text, max_results),
+            _ => Vec::new(),
+        }
     }
 }

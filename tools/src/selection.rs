@@ -60,6 +60,7 @@ impl Profile {
             "group:schedule",
             "group:email",
             "group:debug",
+            "group:skills",
             "group:mcp:*",
         ];
         const CODING: &[&str] = &["group:runtime"];

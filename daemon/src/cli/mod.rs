@@ -14,6 +14,7 @@ mod listing;
 mod output;
 mod send;
 mod service;
+mod skills;
 mod table;
 mod tools_bench;
 
@@ -177,6 +178,22 @@ enum Command {
         #[command(subcommand)]
         command: BudgetCommand,
     },
+    /// Skills (procedures in SKILL.md folders) the model can load
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Every skill (name, description, folder, trusted) and every folder that is not one
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A skill's text and files, as `skill_load` gives them
+    Show { name: String },
 }
 
 /// `steward usage --by`.
@@ -506,6 +523,7 @@ impl Command {
                 | Command::Init { .. }
                 | Command::Service { .. }
                 | Command::Config { .. }
+                | Command::Skills { .. }
         )
     }
 }
@@ -693,6 +711,7 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
         Command::Budget {
             command: BudgetCommand::Status { json },
         } => client_command(listing::budget(&ctx, json)),
+        Command::Skills { command } => skills::run(&ctx, command),
         Command::Confirm { id, args, json } => {
             client_command(actions::confirm(&ctx, id, args, json))
         }

@@ -11,6 +11,7 @@ mod http_request;
 mod memory;
 mod notify_owner;
 mod shell;
+mod skills;
 mod sleep;
 mod todo;
 pub(crate) mod tool_search;
@@ -18,6 +19,7 @@ mod web_fetch;
 mod web_search;
 
 pub use memory::register_memory;
+pub use skills::{NotASkill, Skill, SkillLibrary, parse_skill, register_skills};
 pub use todo::{TodoItem, TodoLists, TodoStatus, register_todo};
 pub use tool_search::unwrap_call_tool;
 pub use web_search::{BRAVE_URL, SearchBackend, WebSearch, register_web_search};

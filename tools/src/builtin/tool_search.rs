@@ -89,6 +89,28 @@ pub fn unwrap_call_tool<'a>(tool: &str, args: &'a Value) -> Option<(&'a str, &'a
 /// What `tool_search` searches: the registry it belongs to.
 pub(crate) trait ToolFinder: Send + Sync {
     fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec>;
+    /// The skills matching `text` (see [`crate::builtin::SkillLibrary::search`]).
+    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::builtin::Skill>;
+}
+
+/// Matching skills as `tool_search` shows them: a trusted skill's name and description; of
+/// untrusted ones only how many there are (their words would taint the step, so they are
+/// read through `skill_list` or `skill_load`, whose results do).
+fn skills_found(skills: &[crate::builtin::Skill]) -> Option<Value> {
+    if skills.is_empty() {
+        return None;
+    }
+    let trusted: Vec<Value> = skills
+        .iter()
+        .filter(|s| s.trusted)
+        .map(|s| json!({"name": s.name, "description": s.description}))
+        .collect();
+    let untrusted = skills.len() - trusted.len();
+    Some(json!({
+        "skills": trusted,
+        "untrusted_skills": untrusted,
+        "how": "Load a skill with skill_load {name}; skill_list lists every skill.",
+    }))
 }
 
 /// Searches the registry it belongs to (a weak link: the registry owns this handler).
@@ -111,16 +133,22 @@ impl ToolHandler for ToolSearch {
             };
             let max = args.max_results.unwrap_or(DEFAULT_RESULTS).min(MAX_RESULTS) as usize;
             let found = registry.find(&query, max, !ctx.trajectory.is_main());
-            if found.is_empty() {
-                return ToolOutcome::ok(json!({
+            let skills = skills_found(&registry.find_skills(text, max));
+            let mut answer = if found.is_empty() {
+                json!({
                     "tools": [],
                     "message": format!("No tool matches {text:?}. Try broader or different words, or select:NAME if you know the name."),
-                }));
+                })
+            } else {
+                json!({
+                    "tools": found,
+                    "message": "Call these tools by name, or through call_tool {name, arguments}.",
+                })
+            };
+            if let Some(skills) = skills {
+                answer["skills"] = skills;
             }
-            ToolOutcome::ok(json!({
-                "tools": found,
-                "message": "Call these tools by name, or through call_tool {name, arguments}.",
-            }))
+            ToolOutcome::ok(answer)
         })
     }
 }
