@@ -376,9 +376,9 @@ async fn an_overgrown_context_is_compacted_into_a_model_written_summary() {
         text_answer("Still here."),
     ];
     let model = ScriptedModel::start(scripts, 4096);
-    // A prompt budget of 5500 tokens: the prefix (system + tools, ~2k tokens) and one
+    // A prompt budget of 6000 tokens: the prefix (system + tools, ~3k tokens) and one
     // 6 KB file fit; a second file pushes the estimate past 85% of it.
-    let extra = "context_window_tokens = 6500\nmax_output_tokens = 1000\n";
+    let extra = "context_window_tokens = 7000\nmax_output_tokens = 1000\n";
     let mut daemon = start(&model, extra);
     let workspace = daemon.path().join("workspace");
     std::fs::write(workspace.join("alpha.txt"), filler("alpha", 6000)).unwrap();
