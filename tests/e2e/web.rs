@@ -548,3 +548,21 @@ async fn the_usage_page_and_metrics_show_each_model_call_under_its_channel_and_m
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_now_page_shows_the_task_list() {
+    let page = Page::start("");
+    let items = r#"{"items":[{"text":"book the train","status":"in_progress"},{"text":"pack","status":"pending"}]}"#;
+    let written = page
+        .daemon
+        .cli(&["tools", "call", "todo_write", "--args", items]);
+    assert!(written.status.success(), "{written:?}");
+    let cookie = page.login().await;
+    let (status, html) = page.get("/", Some(&cookie)).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Task list"), "{html}");
+    assert!(
+        html.contains(r#"<li class="todo-in_progress"><span class="muted">in progress</span> book the train</li>"#),
+        "{html}"
+    );
+}
