@@ -4,7 +4,9 @@
 //! (dedupe key `lane-result:<id>`, trust inherited from the origin), and only then is the
 //! origin marked `merged` into its lane. A lane interrupted by shutdown or a crash leaves its
 //! origin pending, so it runs again on the next start; a re-run's summary is then recorded
-//! as a duplicate rather than merged twice.
+//! as a duplicate rather than merged twice. A lane whose turn meets the daily budget
+//! records `step_cancelled` in its trajectory, keeps its origin pending and runs again once
+//! the budget allows (the owner is told once a day).
 
 use std::sync::Arc;
 
@@ -102,8 +104,8 @@ impl Lanes {
             ran = self.run_lane(&record).await;
         }
         match ran {
-            Ok(()) | Err(LaneError::Interrupted) => {}
-            Err(LaneError::OverBudget(_)) => unreachable!("waited for above"),
+            // (Over budget is waited out above; either way the origin stays pending.)
+            Ok(()) | Err(LaneError::Interrupted | LaneError::OverBudget(_)) => {}
             Err(LaneError::Store(e)) => {
                 warn!(event_id = %id, error = %e, "side lane failed; marking its event dead");
                 if let Err(e) = lane.inbox.finish(
