@@ -72,6 +72,14 @@ pub struct Config {
     pub web_search: Option<WebSearchConfig>,
     /// `[skills]`: where skills are found and which directories are trusted.
     pub skills: SkillsConfig,
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`: sub-agents (`agent_spawn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentsConfig {
+    pub max_running: usize,
+    pub allow_sending: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

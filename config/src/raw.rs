@@ -34,6 +34,25 @@ pub(crate) struct RawConfig {
     pub usage: crate::budget::RawUsage,
     pub web_search: Option<crate::web_search::RawWebSearch>,
     pub skills: crate::skills::RawSkills,
+    pub agents: RawAgents,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawAgents {
+    /// Sub-agents at work at once (queued or running).
+    pub max_running: Spanned<u64>,
+    /// Whether a sub-agent may be given tools that reach people (notify_owner, email sends).
+    pub allow_sending: bool,
+}
+
+impl Default for RawAgents {
+    fn default() -> Self {
+        Self {
+            max_running: Spanned::new(0..0, 2),
+            allow_sending: false,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

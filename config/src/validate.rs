@@ -650,6 +650,10 @@ pub(crate) fn resolve(raw: RawConfig, text: &str) -> Result<Config, ConfigError>
         telegram,
         web_search,
         skills: crate::skills::resolve(&raw.skills, &at)?,
+        agents: crate::AgentsConfig {
+            max_running: in_range("agents.max_running", &raw.agents.max_running, 1, 64)? as usize,
+            allow_sending: raw.agents.allow_sending,
+        },
         tools: resolve_tools(raw.tools, &at, &in_range)?,
     })
 }

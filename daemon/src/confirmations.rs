@@ -240,6 +240,7 @@ impl Confirmations {
             idempotency_key: None,
             owner: Arc::new(self.outbox.clone()),
             cancel: CancellationToken::new(),
+            only_tools: None,
         }
     }
 

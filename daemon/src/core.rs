@@ -23,6 +23,7 @@ use steward_tools::selection::{Profile, Selection};
 use steward_tools::{Authorization, Deferral, ToolError, ToolPipeline, ToolRegistry, builtin};
 use tracing::{info, warn};
 
+use crate::agents::SubAgents;
 use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
 use crate::channels::Submitter;
 use crate::channels::context::Shared;
@@ -85,6 +86,7 @@ struct KeptByTools {
     memory: sled::Tree,
     todos: builtin::TodoLists,
     skills: builtin::SkillLibrary,
+    agents: SubAgents,
 }
 
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
@@ -100,6 +102,7 @@ fn registry(
     let builder = builtin::register_memory(builtin::builtins(), kept.memory);
     let builder = builtin::register_todo(builder, kept.todos);
     let builder = builtin::register_skills(builder, kept.skills);
+    let builder = crate::agents::register(builder, &kept.agents);
     let builder = match &config.web_search {
         Some(search) => builtin::register_web_search(builder, web_search(search)?),
         None => builder,
@@ -431,6 +434,11 @@ impl Core {
             None => None,
         };
         let todos = builtin::TodoLists::new(store.todo_tree()?);
+        let agents = SubAgents::new(
+            inbox.clone(),
+            config.agents.max_running,
+            config.agents.allow_sending,
+        );
         let tools = registry(
             config,
             shell.clone(),
@@ -438,6 +446,7 @@ impl Core {
                 memory: store.memory_tree()?,
                 todos: todos.clone(),
                 skills: skill_library(config, &data_dir, config_file),
+                agents: agents.clone(),
             },
             &scheduler,
             &watches,
@@ -456,7 +465,9 @@ impl Core {
             outbox: outbox.clone(),
         });
         let usage = Arc::new(UsageLedger::open(&store, owner_zone(config)?, config)?);
+        agents.set_registry(&tools);
         let parts = DispatcherParts {
+            agents,
             usage: &usage,
             inbox: &inbox,
             trajectory: &trajectory,
@@ -596,6 +607,7 @@ struct DispatcherParts<'a> {
     pending: PendingStore,
     files: Arc<FileAccess>,
     usage: &'a Arc<UsageLedger>,
+    agents: SubAgents,
 }
 
 /// The brain a model section names.
@@ -619,6 +631,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         pending,
         files,
         usage,
+        agents,
     } = parts;
     let brain = brain_of(&config.model, status)?;
     status.set_brain(brain.name());
@@ -659,6 +672,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         status.clone(),
         replies.clone(),
         config.lanes.max_parallel,
+        agents,
     );
     Ok(Dispatcher {
         inbox: inbox.clone(),

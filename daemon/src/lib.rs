@@ -6,6 +6,7 @@
 //! (`daemon`).
 //! The `steward` binary is a thin CLI over this library.
 
+pub(crate) mod agents;
 pub(crate) mod brain;
 pub mod channels;
 pub mod cli;

@@ -94,8 +94,16 @@ pub struct Sender {
 pub enum Payload {
     /// A message typed by a person (socket, chat).
     Message { text: String },
-    /// What a side lane concluded about the event it ran for.
-    LaneResult { origin: EventId, summary: String },
+    /// What a side lane concluded about the event it ran for. `requested`: the main
+    /// conversation asked for it (a sub-agent's result), so it starts a step of its own.
+    LaneResult {
+        origin: EventId,
+        summary: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        requested: bool,
+    },
+    /// A sub-agent's task, run in a side lane (see [`SubAgentTask`]).
+    SubAgent(Box<SubAgentTask>),
     /// Something the daemon itself reports.
     Notice { text: String },
     /// A tool call asked for directly (`steward tools call`): run through the pipeline
@@ -222,6 +230,27 @@ impl Payload {
             Payload::Email(email) => &email.text,
             Payload::Chat(chat) => &chat.text,
             Payload::LaneResult { summary, .. } => summary,
+            Payload::SubAgent(task) => &task.task,
+        }
+    }
+}
+
+/// What a sub-agent is asked to do and with what (set by `agent_spawn`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentTask {
+    pub task: String,
+    /// The only tools it may see and call.
+    pub tools: Vec<String>,
+    pub max_model_calls: u32,
+    pub timeout_secs: u64,
+}
+
+impl Payload {
+    /// The tools a sub-agent is limited to; `None` for every other event.
+    pub fn sub_agent(&self) -> Option<&SubAgentTask> {
+        match self {
+            Payload::SubAgent(task) => Some(task),
+            _ => None,
         }
     }
 }

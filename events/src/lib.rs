@@ -23,7 +23,7 @@ pub use chat::{Admission, ChatRules, RoomFacts, admit};
 pub use delivery::{DeliveryClass, DeliveryRules};
 pub use event::{
     ChatMessage, EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment,
-    ScheduledAction, Sender, Source, StateKind, Trust,
+    ScheduledAction, Sender, Source, StateKind, SubAgentTask, Trust,
 };
 pub use id::{EventId, ParseIdError};
 pub use routing::{LaneFit, Route, route_event};

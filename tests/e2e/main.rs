@@ -3,6 +3,7 @@
 #![allow(clippy::disallowed_types)] // deadlines on real processes are wall-clock time
 #![allow(clippy::unwrap_used)] // helpers of tests: a panic is the failure report
 
+mod agents;
 mod anthropic;
 mod bot_api;
 mod budget;

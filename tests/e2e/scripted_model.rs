@@ -36,6 +36,31 @@ impl ScriptedModel {
         Self { port, requests }
     }
 
+    /// Like [`Self::start`] with several queues of answers: each request is answered from
+    /// the queue `route` picks by its body (two conversations at once, in any order).
+    pub fn start_routed(route: fn(&str) -> usize, queues: Vec<Vec<String>>, piece: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests: Arc<Mutex<Vec<HttpRequest>>> = Arc::default();
+        let log = requests.clone();
+        let queues: Arc<Mutex<Vec<std::collections::VecDeque<String>>>> =
+            Arc::new(Mutex::new(queues.into_iter().map(Into::into).collect()));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, queues) = (log.clone(), queues.clone());
+                std::thread::spawn(move || {
+                    let request = HttpRequest::read(&stream);
+                    let queue = route(&String::from_utf8_lossy(&request.body));
+                    let script = queues.lock().unwrap()[queue].pop_front();
+                    assert!(script.is_some(), "queue {queue} has no answer left");
+                    log.lock().unwrap().push(request);
+                    write_script(stream, script, piece);
+                });
+            }
+        });
+        Self { port, requests }
+    }
+
     /// The JSON bodies received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.requests
@@ -104,6 +129,10 @@ fn serve(
 ) {
     let request = HttpRequest::read(&stream);
     log.lock().unwrap().push(request);
+    write_script(stream, script, piece);
+}
+
+fn write_script(stream: std::net::TcpStream, script: Option<String>, piece: usize) {
     let script = script.expect("a script for every request");
     let mut stream = stream;
     for (i, section) in script.split("<<PAUSE>>").enumerate() {

@@ -58,6 +58,7 @@ fn main() {
         idempotency_key: None,
         owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
+        only_tools: None,
     };
     let call = ToolCallRequest {
         call_id: "c".into(),

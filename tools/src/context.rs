@@ -42,6 +42,8 @@ pub struct ExecutionContext {
     /// Fires when the step is cancelled. Read-only tools are aborted when it fires; tools with
     /// side effects watch it themselves and finish what they began.
     pub cancel: CancellationToken,
+    /// A sub-agent's tools: any other call is refused (`None`: no such limit).
+    pub only_tools: Option<Arc<[String]>>,
 }
 
 impl ExecutionContext {

@@ -132,6 +132,10 @@ impl ToolPipeline {
         let span = call_span(&call, ctx);
         async {
             let outcome = match self.prepare(&call) {
+                Ok(_) if !within_tools(&call.tool, ctx) => ToolOutcome::denied(format!(
+                    "`{}` is not among this sub-agent's tools",
+                    call.tool
+                )),
                 Ok(tool) => match self.authorize(&tool, &call, ctx) {
                     Some(refusal_or_pending) => refusal_or_pending,
                     None => self.perform(&tool, &call, ctx).await,
@@ -514,4 +518,11 @@ fn call_span(call: &ToolCallRequest, ctx: &ExecutionContext) -> tracing::Span {
         span.record("event_id", tracing::field::display(event));
     }
     span
+}
+
+/// Whether a sub-agent's tool set (if the call runs in one) has `tool`.
+fn within_tools(tool: &str, ctx: &ExecutionContext) -> bool {
+    ctx.only_tools
+        .as_ref()
+        .is_none_or(|tools| tools.iter().any(|t| t == tool))
 }

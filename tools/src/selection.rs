@@ -61,6 +61,7 @@ impl Profile {
             "group:email",
             "group:debug",
             "group:skills",
+            "group:agents",
             "group:mcp:*",
         ];
         const CODING: &[&str] = &["group:runtime"];

@@ -34,6 +34,7 @@ struct LaneShared {
     slots: Semaphore,
     tracker: TaskTracker,
     cancel: CancellationToken,
+    agents: crate::agents::SubAgents,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,7 @@ impl Lanes {
         status: Arc<StatusBoard>,
         replies: ReplyHub,
         max_parallel: usize,
+        agents: crate::agents::SubAgents,
     ) -> Self {
         Self(Arc::new(LaneShared {
             inbox,
@@ -62,6 +64,7 @@ impl Lanes {
             slots: Semaphore::new(max_parallel),
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
+            agents,
         }))
     }
 
@@ -140,6 +143,11 @@ impl Lanes {
             },
         )?;
         info!(event_id = %origin.id, lane = %trajectory.id(), "side lane started");
+        let task = origin.payload.sub_agent();
+        let cancel = match task {
+            Some(task) => lane.agents.started(origin.id, task, &lane.cancel),
+            None => lane.cancel.child_token(),
+        };
         let report = lane
             .steps
             .run(
@@ -149,7 +157,7 @@ impl Lanes {
                 vec![event.clone(), started],
                 // The lane's origin stays pending until the lane is done: a crash replays it.
                 MergeFlush::default(),
-                lane.cancel.child_token(),
+                cancel,
             )
             .await;
         if lane.cancel.is_cancelled() && matches!(report.end, StepEnd::Cancelled { .. }) {
@@ -166,15 +174,17 @@ impl Lanes {
             return Err(LaneError::OverBudget(reason));
         }
         trajectory.append(step, ItemKind::StepCompleted)?;
-        let summary = match &report.end {
-            StepEnd::Failed { error } => format!("The side lane failed: {error}"),
-            StepEnd::Deferred { error } => {
-                format!("The side lane could not reach the model ({error}).")
+        let ended = task.map(|task| (task, lane.agents.finished(origin.id)));
+        let summary = match (&report.end, ended) {
+            (_, Some((task, crate::agents::AgentState::TimedOut))) => format!(
+                "The sub-agent stopped: its {} s were up. {}",
+                task.timeout_secs,
+                report.last_message.clone().unwrap_or_default()
+            ),
+            (_, Some((_, crate::agents::AgentState::Cancelled))) => {
+                "The sub-agent was cancelled.".to_owned()
             }
-            _ => report
-                .last_message
-                .clone()
-                .unwrap_or_else(|| "(the side lane finished without a message)".to_owned()),
+            (end, _) => lane_summary(end, &report),
         };
         self.submit_result(origin, &trajectory, summary).await?;
         lane.inbox.finish(
@@ -219,6 +229,7 @@ impl Lanes {
             Payload::LaneResult {
                 origin: origin.id,
                 summary,
+                requested: origin.payload.sub_agent().is_some(),
             },
         );
         result.thread = origin.thread.clone();
@@ -228,5 +239,19 @@ impl Lanes {
             submitted = lane.inbox.submit(result) => { submitted?; Ok(()) }
             () = lane.cancel.cancelled() => Err(LaneError::Interrupted),
         }
+    }
+}
+
+/// What a lane that ran to its end concluded.
+fn lane_summary(end: &StepEnd, report: &super::StepReport) -> String {
+    match end {
+        StepEnd::Failed { error } => format!("The side lane failed: {error}"),
+        StepEnd::Deferred { error } => {
+            format!("The side lane could not reach the model ({error}).")
+        }
+        _ => report
+            .last_message
+            .clone()
+            .unwrap_or_else(|| "(the side lane finished without a message)".to_owned()),
     }
 }

@@ -211,7 +211,7 @@ impl Dispatcher {
         }
         let records: Vec<EventRecord> = at.cancels.drain(..).chain(at.buffered.drain(..)).collect();
         let step = at.next_step;
-        if retry.is_empty() && records.iter().all(|r| r.event.source == Source::Lane) {
+        if retry.is_empty() && records.iter().all(|r| is_context_only(&r.event)) {
             // Only lane results: context for the next step, not a step (see the module docs).
             at.next_step += 1;
             let merged = self.trajectory.merge_events(&self.inbox, step, records)?;
@@ -438,6 +438,19 @@ pub(crate) async fn tell_budget_reached(
         .queue(crate::owner::outbox::MessageKind::Problem, message)
         .await?;
     Ok(())
+}
+
+/// A lane's result nobody asked for: context for the next step, not a step of its own (a
+/// sub-agent's result was asked for, and starts one).
+fn is_context_only(event: &Event) -> bool {
+    event.source == Source::Lane
+        && !matches!(
+            event.payload,
+            steward_events::Payload::LaneResult {
+                requested: true,
+                ..
+            }
+        )
 }
 
 async fn sleep_until_due(deferred: &Option<DeferredStep>) {

@@ -169,9 +169,15 @@ impl StepRunner {
             direct.into_iter().zip(outcomes).collect()
         };
         let streaming = partial_answers(self.replies.clone(), events);
-        let run = self
-            .ledger
-            .run_settings(events.iter().map(|e| e.channel.as_str()));
+        let run = match events.iter().find_map(|e| e.payload.sub_agent()) {
+            Some(task) => steward_config::RunSettings {
+                max_model_calls_per_run: Some(task.max_model_calls),
+                ..Default::default()
+            },
+            None => self
+                .ledger
+                .run_settings(events.iter().map(|e| e.channel.as_str())),
+        };
         let model = self.brains.get(run.model.as_deref());
         let origin = Origin {
             channel: events.first().map_or("", |e| e.channel.as_str()),
@@ -187,7 +193,17 @@ impl StepRunner {
                 return Ok(cancelled());
             }
             // The tools can change at a compaction: read them from the view each round.
-            let tools = view.tools().clone();
+            let tools = match &ctx.only_tools {
+                // A sub-agent sees only its own tools.
+                Some(only) => Arc::new(
+                    view.tools()
+                        .iter()
+                        .filter(|spec| only.contains(&spec.name))
+                        .cloned()
+                        .collect(),
+                ),
+                None => view.tools().clone(),
+            };
             let prompt_bytes = view.fixed_bytes() + view.bytes();
             let spent = steward_events::Spent {
                 run_tokens: step_usage.input + step_usage.output,
@@ -200,14 +216,9 @@ impl StepRunner {
                     return Ok(StepEnd::OverBudget { reason });
                 }
                 steward_events::Verdict::StopRun(reason) => {
-                    self.stop(
-                        trajectory,
-                        step,
-                        view,
-                        events,
-                        format!("I stopped here: {reason}."),
-                    )
-                    .await?;
+                    let text = format!("I stopped here: {reason}.");
+                    *last_message = Some(text.clone());
+                    self.stop(trajectory, step, view, events, text).await?;
                     return Ok(StepEnd::Completed);
                 }
             }
@@ -243,6 +254,7 @@ impl StepRunner {
             }
             let calls = turn.tool_calls.iter().map(|c| (c.tool.as_str(), &c.args));
             if let Some(why) = guard.before_calls(calls) {
+                *last_message = Some(why.clone());
                 self.stop(trajectory, step, view, events, why).await?;
                 return Ok(StepEnd::Completed);
             }
@@ -257,6 +269,7 @@ impl StepRunner {
                 .map(|o| serde_json::to_string(o).unwrap_or_default())
                 .collect();
             if let Some(why) = guard.after_results(results.iter().map(String::as_str)) {
+                *last_message = Some(why.clone());
                 self.stop(trajectory, step, view, events, why).await?;
                 return Ok(StepEnd::Completed);
             }
@@ -266,6 +279,7 @@ impl StepRunner {
             "I stopped working on this after {} model calls without a final answer (dispatcher.max_steps_per_turn). Tell me if I should go on.",
             self.max_model_calls
         );
+        *last_message = Some(text.clone());
         self.stop(trajectory, step, view, events, text).await?;
         Ok(StepEnd::Completed)
     }
@@ -362,6 +376,10 @@ impl StepRunner {
             idempotency_key: None,
             owner: Arc::new(self.outbox.clone()),
             cancel: cancel.clone(),
+            only_tools: events
+                .iter()
+                .find_map(|e| e.payload.sub_agent())
+                .map(|task| task.tools.iter().cloned().collect()),
         }
     }
 
@@ -400,6 +418,10 @@ impl StepRunner {
         };
         self.replies
             .announce(Announcement::Reply { text, reply_to });
+        if events.iter().any(|e| e.payload.sub_agent().is_some()) {
+            // A sub-agent answers the conversation that spawned it, not the owner.
+            return Ok(());
+        }
         self.outbox.queue(MessageKind::Answer, message).await?;
         Ok(())
     }

@@ -28,6 +28,7 @@ fn ctx() -> ExecutionContext {
         idempotency_key: None,
         owner: Arc::new(Silent),
         cancel: CancellationToken::new(),
+        only_tools: None,
     }
 }
 
