@@ -276,6 +276,43 @@ pub(crate) fn skill_library(
     }
 }
 
+/// The most the skills' line in the system text may take; more, and it only says how many
+/// skills there are and how to find them.
+const SKILLS_NOTE_MAX_BYTES: usize = 2048;
+
+/// What the system text says about skills: the trusted skills' names and descriptions
+/// when they fit in [`SKILLS_NOTE_MAX_BYTES`], else how many there are; untrusted skills are
+/// only counted (their words would be untrusted content in the prefix). Computed once.
+pub(crate) fn skills_note(library: &builtin::SkillLibrary) -> String {
+    let (skills, _) = library.scan();
+    if skills.is_empty() {
+        return String::new();
+    }
+    let trusted: Vec<String> = skills
+        .iter()
+        .filter(|s| s.trusted)
+        .map(|s| format!("{} — {}", s.name, s.description))
+        .collect();
+    let untrusted = skills.len() - trusted.len();
+    let listed = format!(
+        "Skills (written procedures) you can load with skill_load: {}.{}",
+        trusted.join("; "),
+        if untrusted > 0 {
+            format!(" {untrusted} more from untrusted folders: see skill_list.")
+        } else {
+            String::new()
+        }
+    );
+    if trusted.is_empty() || listed.len() > SKILLS_NOTE_MAX_BYTES {
+        format!(
+            "{} skills (written procedures) exist; find them with skill_list or tool_search and load one with skill_load.",
+            skills.len()
+        )
+    } else {
+        listed
+    }
+}
+
 /// `web_search`'s backend (Brave's key read now: a missing one is a config problem).
 fn web_search(
     config: &steward_config::WebSearchConfig,
@@ -434,6 +471,7 @@ impl Core {
             None => None,
         };
         let todos = builtin::TodoLists::new(store.todo_tree()?);
+        let skills = skill_library(config, &data_dir, config_file);
         let agents = SubAgents::new(
             inbox.clone(),
             config.agents.max_running,
@@ -445,7 +483,7 @@ impl Core {
             KeptByTools {
                 memory: store.memory_tree()?,
                 todos: todos.clone(),
-                skills: skill_library(config, &data_dir, config_file),
+                skills: skills.clone(),
                 agents: agents.clone(),
             },
             &scheduler,
@@ -467,6 +505,7 @@ impl Core {
         let usage = Arc::new(UsageLedger::open(&store, owner_zone(config)?, config)?);
         agents.set_registry(&tools);
         let parts = DispatcherParts {
+            skills_note: skills_note(&skills),
             agents,
             usage: &usage,
             inbox: &inbox,
@@ -608,6 +647,7 @@ struct DispatcherParts<'a> {
     files: Arc<FileAccess>,
     usage: &'a Arc<UsageLedger>,
     agents: SubAgents,
+    skills_note: String,
 }
 
 /// The brain a model section names.
@@ -632,6 +672,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         files,
         usage,
         agents,
+        skills_note,
     } = parts;
     let brain = brain_of(&config.model, status)?;
     status.set_brain(brain.name());
@@ -665,6 +706,7 @@ fn dispatcher(config: &Config, parts: DispatcherParts<'_>) -> anyhow::Result<Dis
         prompt_budget: config.model.context_window_tokens - config.model.max_output_tokens,
         estimator: TokenEstimator::default(),
         main_view: Default::default(),
+        skills_note,
     });
     let lanes = Lanes::new(
         inbox.clone(),

@@ -376,9 +376,10 @@ async fn an_overgrown_context_is_compacted_into_a_model_written_summary() {
         text_answer("Still here."),
     ];
     let model = ScriptedModel::start(scripts, 4096);
-    // A prompt budget of 6000 tokens: the prefix (system + tools, ~3k tokens) and one
-    // 6 KB file fit; a second file pushes the estimate past 85% of it.
-    let extra = "context_window_tokens = 7000\nmax_output_tokens = 1000\n";
+    // A prompt budget of 6800 tokens: the prefix (system + tools, 13.8 KB ≈ 3.4k tokens)
+    // and one 6 KB file (≈ 1.5k) fit; a second file pushes the estimate past 85% of it
+    // (5,780). A new core tool grows the prefix: measure it again then.
+    let extra = "context_window_tokens = 7800\nmax_output_tokens = 1000\n";
     let mut daemon = start(&model, extra);
     let workspace = daemon.path().join("workspace");
     std::fs::write(workspace.join("alpha.txt"), filler("alpha", 6000)).unwrap();

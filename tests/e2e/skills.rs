@@ -191,6 +191,14 @@ async fn an_untrusted_skill_grants_nothing_and_an_edit_keeps_the_prompt_prefix()
     let requests = model.requests();
     let loaded = requests[4]["messages"].to_string();
     assert!(loaded.contains("Ask the owner first."), "{loaded}");
+    // The system text names the trusted skill and only counts the untrusted one.
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("invoices — Sum this month's invoices"),
+        "{system}"
+    );
+    assert!(system.contains("1 more from untrusted folders"), "{system}");
+    assert!(!system.contains("downloads"), "{system}");
     assert_eq!(
         requests[0]["tools"], requests[4]["tools"],
         "the tools never change"

@@ -45,6 +45,8 @@ pub struct BrainInput<'a> {
     /// 0 for the brain's first turn in this step.
     pub round: u32,
     pub tools: &'a [ToolSpec],
+    /// The skills the system text names (empty: none), fixed for the daemon's run.
+    pub skills: &'a str,
     /// The owner's zone: events are dated in it (`owner.timezone`).
     pub zone: chrono_tz::Tz,
     /// Told the answer's text so far while a model streams it (the owner's page shows it).

@@ -43,8 +43,19 @@ const SPECIAL_TOKENS: [&str; 8] = [
     "[/INST]",
 ];
 
-/// The system text for a tool set: fixed text, then the names of deferred tools.
-pub fn system_text(tools: &[ToolSpec]) -> String {
+/// The system text for a tool set: fixed text, then the names of deferred tools, then
+/// `skills` (the trusted skills' names, fixed when the daemon started; see
+/// [`crate::core::skills_note`]).
+pub fn system_text(tools: &[ToolSpec], skills: &str) -> String {
+    let text = tools_text(tools);
+    if skills.is_empty() {
+        text
+    } else {
+        format!("{text}\n\n{skills}")
+    }
+}
+
+fn tools_text(tools: &[ToolSpec]) -> String {
     let deferred: Vec<&str> = tools
         .iter()
         .filter(|t| t.tier == Tier::Deferred)
@@ -551,13 +562,13 @@ mod tests {
             spec("cal_add", Tier::Deferred),
             spec("cal_list", Tier::Deferred),
         ];
-        let system = system_text(&tools);
+        let system = system_text(&tools, "");
         assert!(system.starts_with(SYSTEM_TEXT));
         assert!(system.ends_with("cal_add, cal_list."), "{system}");
         let shown: Vec<&str> = shown_tools(&tools).map(|t| t.name.as_str()).collect();
         assert_eq!(shown, ["fs_read"]);
         assert_eq!(tool_description(&tools[0]), "fs_read things Use carefully.");
-        assert_eq!(system_text(&tools[..1]), SYSTEM_TEXT);
+        assert_eq!(system_text(&tools[..1], ""), SYSTEM_TEXT);
     }
 
     #[test]

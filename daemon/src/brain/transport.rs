@@ -363,7 +363,7 @@ impl<W: Wire> super::Brain for W {
 fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
     Box::pin(async move {
         let body = wire.request_body(
-            &prompt::system_text(input.tools),
+            &prompt::system_text(input.tools, input.skills),
             prompt::conversation(input.history, input.zone),
             input.tools,
         )?;

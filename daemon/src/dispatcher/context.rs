@@ -106,7 +106,8 @@ fn json_len(value: &serde_json::Value) -> usize {
 
 /// The prompt's constant part for a tool list: the system text and the schemas.
 fn fixed_bytes(tools: &[ToolSpec]) -> usize {
-    crate::brain::prompt::system_text(tools).len()
+    // (The skills' line, a few hundred bytes at most, is left out of the estimate.)
+    crate::brain::prompt::system_text(tools, "").len()
         + serde_json::to_string(tools).map_or(0, |t| t.len())
 }
 

@@ -51,6 +51,9 @@ pub struct StepRunner {
     /// Tokens a prompt may take: the context window minus the answer's reserve.
     pub prompt_budget: u64,
     pub estimator: TokenEstimator,
+    /// The trusted skills the system text names, computed once at start (the prompt prefix
+    /// never changes while the daemon runs).
+    pub skills_note: String,
     /// The main trajectory's view between its steps.
     pub main_view: std::sync::Mutex<Option<ContextView>>,
 }
@@ -223,6 +226,11 @@ impl StepRunner {
                 }
             }
             let input = BrainInput {
+                skills: if ctx.only_tools.is_some() {
+                    ""
+                } else {
+                    &self.skills_note
+                },
                 trajectory: trajectory.id(),
                 step,
                 events,

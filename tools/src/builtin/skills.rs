@@ -9,9 +9,10 @@
 //!   (one `key: value` per line), then the text. A folder without a valid `SKILL.md` is left
 //!   out (and `steward skills list` says why). The first directory wins a name.
 //! - The directories are read again on every call, so an edited skill is what the next
-//!   step loads; skills never enter the system text, so the prompt prefix never changes
-//!   because of them. They are found with `skill_list` and `tool_search` (which lists
-//!   matching skills beside the tools).
+//!   step loads. The system text names the trusted skills as they were when the daemon
+//!   started (when the list fits; see `crate::core::skills_note` in the daemon), so the
+//!   prompt prefix never changes while it runs; they are also found with `skill_list` and
+//!   `tool_search` (which lists matching skills beside the tools).
 //! - `skill_load {name}` returns the text and the list of the skill's files;
 //!   `skill_load {name, file}` returns one of them, opened beneath the skill's folder by
 //!   the kernel (`openat2` `RESOLVE_BENEATH`): nothing outside it can be read, through
