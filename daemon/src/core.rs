@@ -85,7 +85,7 @@ fn selection(config: &Config) -> Selection {
 struct KeptByTools {
     memory: sled::Tree,
     todos: builtin::TodoLists,
-    skills: builtin::SkillLibrary,
+    skills: steward_tools::skills::SkillLibrary,
     agents: SubAgents,
 }
 
@@ -256,7 +256,7 @@ pub(crate) fn skill_library(
     config: &Config,
     data_dir: &Path,
     config_file: Option<&Path>,
-) -> builtin::SkillLibrary {
+) -> steward_tools::skills::SkillLibrary {
     let dirs = config.skills.dirs.clone().unwrap_or_else(|| {
         config_file
             .and_then(Path::parent)
@@ -265,7 +265,7 @@ pub(crate) fn skill_library(
             .chain([data_dir.join("skills")])
             .collect()
     });
-    builtin::SkillLibrary {
+    steward_tools::skills::SkillLibrary {
         dirs: dirs
             .into_iter()
             .map(|dir| {
@@ -283,7 +283,7 @@ const SKILLS_NOTE_MAX_BYTES: usize = 2048;
 /// What the system text says about skills: the trusted skills' names and descriptions
 /// when they fit in [`SKILLS_NOTE_MAX_BYTES`], else how many there are; untrusted skills are
 /// only counted (their words would be untrusted content in the prefix). Computed once.
-pub(crate) fn skills_note(library: &builtin::SkillLibrary) -> String {
+pub(crate) fn skills_note(library: &steward_tools::skills::SkillLibrary) -> String {
     let (skills, _) = library.scan();
     if skills.is_empty() {
         return String::new();

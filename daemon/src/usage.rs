@@ -12,8 +12,9 @@
 //!   purge only what it removes.
 //! - `--by job` groups the channels of jobs, watches and webhook routes by themselves and
 //!   everything else under `(not a job)`.
-//! - The day's totals are kept in memory (read from the store at start, for today); when
-//!   the daily cap is reached, the owner is told once a day, not once per event.
+//! - The day's totals are kept in memory (read from the store at start, for today), so the
+//!   budget check before each call and `steward status` read no records; when the daily
+//!   cap is reached, the owner is told once a day, not once per event.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -83,13 +84,39 @@ pub fn run_settings(config: &Config) -> BTreeMap<String, RunSettings> {
         .collect()
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct DayTotals {
     day: Option<NaiveDate>,
-    tokens: u64,
-    cost: f64,
+    /// The day's calls, counted as `steward usage --by day` would.
+    row: UsageRow,
     /// The owner was told today that the budget is reached.
     told: bool,
+}
+
+impl DayTotals {
+    /// The totals of `day`: these, or fresh ones when the day turned.
+    fn on(&mut self, day: NaiveDate) -> &mut Self {
+        if self.day != Some(day) {
+            *self = DayTotals {
+                day: Some(day),
+                row: UsageRow {
+                    key: day.to_string(),
+                    ..UsageRow::default()
+                },
+                told: false,
+            };
+        }
+        self
+    }
+}
+
+/// Counts `record` into `row`.
+fn count(row: &mut UsageRow, record: &UsageRecord) {
+    row.model_calls += 1;
+    row.tokens_in += record.tokens_in;
+    row.tokens_cached += record.tokens_cached;
+    row.tokens_out += record.tokens_out;
+    row.cost += record.cost;
 }
 
 impl UsageLedger {
@@ -103,14 +130,11 @@ impl UsageLedger {
             counters: Mutex::default(),
         };
         let today = ledger.day_of(Utc::now());
-        let mut totals = DayTotals {
-            day: Some(today),
-            ..DayTotals::default()
-        };
+        let mut totals = DayTotals::default();
+        totals.on(today);
         for record in ledger.since(today)? {
             if record.day == today {
-                totals.tokens += record.tokens_in + record.tokens_out;
-                totals.cost += record.cost;
+                count(&mut totals.row, &record);
             }
         }
         *ledger.lock() = totals;
@@ -147,25 +171,12 @@ impl UsageLedger {
         };
         let key = ulid::Ulid::from_datetime(at.into()).to_bytes();
         self.tree.insert(key, encode(&record)?)?;
-        let mut totals = self.lock();
-        if totals.day != Some(record.day) {
-            *totals = DayTotals {
-                day: Some(record.day),
-                ..DayTotals::default()
-            };
-        }
-        totals.tokens += record.tokens_in + record.tokens_out;
-        totals.cost += record.cost;
-        drop(totals);
+        count(&mut self.lock().on(record.day).row, &record);
         let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
         let row = counters
             .entry((record.channel.clone(), record.model.clone()))
             .or_default();
-        row.model_calls += 1;
-        row.tokens_in += record.tokens_in;
-        row.tokens_cached += record.tokens_cached;
-        row.tokens_out += record.tokens_out;
-        row.cost += record.cost;
+        count(row, &record);
         Ok(record)
     }
 
@@ -180,13 +191,8 @@ impl UsageLedger {
 
     /// Today's tokens and cost (in the owner's zone).
     pub fn today(&self) -> (u64, f64) {
-        let today = self.day_of(Utc::now());
-        let totals = self.lock();
-        if totals.day == Some(today) {
-            (totals.tokens, totals.cost)
-        } else {
-            (0, 0.0)
-        }
+        let row = self.today_row();
+        (row.tokens_in + row.tokens_out, row.cost)
     }
 
     pub fn caps(&self) -> BudgetConfig {
@@ -235,29 +241,16 @@ impl UsageLedger {
         }
     }
 
-    /// Today's calls as one row (for `steward status`).
+    /// Today's calls as one row (for `steward status`), kept in memory.
     pub fn today_row(&self) -> UsageRow {
         let today = self.day_of(Utc::now());
-        self.rows(UsageBy::Day, Some(today))
-            .ok()
-            .and_then(|rows| rows.into_iter().find(|r| r.key == today.to_string()))
-            .unwrap_or(UsageRow {
-                key: today.to_string(),
-                ..UsageRow::default()
-            })
+        self.lock().on(today).row.clone()
     }
 
     /// Whether the owner should be told now that the budget is reached: once a day.
     pub fn tell_once_today(&self) -> bool {
         let today = self.day_of(Utc::now());
-        let mut totals = self.lock();
-        if totals.day != Some(today) {
-            *totals = DayTotals {
-                day: Some(today),
-                ..DayTotals::default()
-            };
-        }
-        !std::mem::replace(&mut totals.told, true)
+        !std::mem::replace(&mut self.lock().on(today).told, true)
     }
 
     /// The records from the start of `day` (UTC midnight before it, to be safe across zones)
@@ -328,11 +321,7 @@ pub fn group(records: &[UsageRecord], by: UsageBy) -> Vec<UsageRow> {
             key,
             ..UsageRow::default()
         });
-        row.model_calls += 1;
-        row.tokens_in += record.tokens_in;
-        row.tokens_cached += record.tokens_cached;
-        row.tokens_out += record.tokens_out;
-        row.cost += record.cost;
+        count(row, record);
     }
     rows.into_values().collect()
 }

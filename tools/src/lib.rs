@@ -31,6 +31,7 @@ pub mod safety;
 pub mod sandbox;
 pub mod search;
 pub mod selection;
+pub mod skills;
 
 pub use batch::{MAX_PARALLEL_CALLS, partition_batches};
 pub use context::{ExecutionContext, OwnerChannel, OwnerFuture};

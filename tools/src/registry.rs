@@ -44,7 +44,7 @@ pub struct ToolRegistryBuilder {
     /// Configured MCP servers, whose tools `allow`/`deny` may name before they are listed.
     mcp_servers: Vec<String>,
     /// The skills `tool_search` finds beside the tools.
-    skills: Option<crate::builtin::SkillLibrary>,
+    skills: Option<crate::skills::SkillLibrary>,
 }
 
 impl fmt::Debug for ToolRegistryBuilder {
@@ -86,7 +86,7 @@ impl ToolRegistryBuilder {
     }
 
     /// The skills `tool_search` lists beside the tools it finds.
-    pub fn skills(mut self, library: crate::builtin::SkillLibrary) -> Self {
+    pub fn skills(mut self, library: crate::skills::SkillLibrary) -> Self {
         self.skills = Some(library);
         self
     }
@@ -291,7 +291,7 @@ pub struct ToolRegistry {
     catalog: Arc<RwLock<Arc<Catalog>>>,
     selection: Selection,
     deferral: Deferral,
-    skills: Option<crate::builtin::SkillLibrary>,
+    skills: Option<crate::skills::SkillLibrary>,
 }
 
 impl ToolRegistry {
@@ -486,7 +486,7 @@ impl ToolFinder for ToolRegistry {
         self.search(query, max_results, in_lane)
     }
 
-    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::builtin::Skill> {
+    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::skills::Skill> {
         match &self.skills {
             Some(library) if !self.is_disabled("skill_load") => library.search(text, max_results),
             _ => Vec::new(),

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use steward_tools::builtin::{SkillLibrary, parse_skill};
+use steward_tools::skills::SkillLibrary;
 
 use super::output::out;
 use super::{Context, SkillsCommand};
@@ -47,33 +47,28 @@ pub fn run(ctx: &Context, command: SkillsCommand) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        SkillsCommand::Show { name } => {
-            let Some(skill) = library.find(&name) else {
-                eprintln!("steward: no skill is called {name:?} (steward skills list)");
-                return ExitCode::from(1);
-            };
-            let text = std::fs::read_to_string(skill.dir.join("SKILL.md"))
-                .map_err(|e| e.to_string())
-                .and_then(|text| parse_skill(&text));
-            match text {
-                Ok(text) => {
-                    out!("{} — {}", text.name, text.description);
-                    out!(
-                        "folder: {}{}",
-                        skill.dir.display(),
-                        if skill.trusted { "" } else { " (untrusted)" }
-                    );
-                    if let Some(when) = text.when_to_use {
-                        out!("when to use: {when}");
-                    }
-                    out!("\n{}", text.body);
-                    ExitCode::SUCCESS
+        SkillsCommand::Show { name } => match library.load(&name) {
+            Ok(loaded) => {
+                let (skill, text) = (loaded.skill, loaded.text);
+                out!("{} — {}", text.name, text.description);
+                out!(
+                    "folder: {}{}",
+                    skill.dir.display(),
+                    if skill.trusted { "" } else { " (untrusted)" }
+                );
+                if let Some(when) = text.when_to_use {
+                    out!("when to use: {when}");
                 }
-                Err(e) => {
-                    eprintln!("steward: the skill {name} cannot be read: {e}");
-                    ExitCode::from(1)
+                if !loaded.files.is_empty() {
+                    out!("files: {}", loaded.files.join(", "));
                 }
+                out!("\n{}", text.body);
+                ExitCode::SUCCESS
             }
-        }
+            Err(e) => {
+                eprintln!("steward: {e} (steward skills list)");
+                ExitCode::from(1)
+            }
+        },
     }
 }

@@ -19,7 +19,7 @@ mod web_fetch;
 mod web_search;
 
 pub use memory::register_memory;
-pub use skills::{NotASkill, Skill, SkillLibrary, parse_skill, register_skills};
+pub use skills::register_skills;
 pub use todo::{TodoItem, TodoLists, TodoStatus, register_todo};
 pub use tool_search::unwrap_call_tool;
 pub use web_search::{BRAVE_URL, SearchBackend, WebSearch, register_web_search};

@@ -89,14 +89,14 @@ pub fn unwrap_call_tool<'a>(tool: &str, args: &'a Value) -> Option<(&'a str, &'a
 /// What `tool_search` searches: the registry it belongs to.
 pub(crate) trait ToolFinder: Send + Sync {
     fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec>;
-    /// The skills matching `text` (see [`crate::builtin::SkillLibrary::search`]).
-    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::builtin::Skill>;
+    /// The skills matching `text` (see [`crate::skills::SkillLibrary::search`]).
+    fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::skills::Skill>;
 }
 
 /// Matching skills as `tool_search` shows them: a trusted skill's name and description; of
 /// untrusted ones only how many there are (their words would taint the step, so they are
 /// read through `skill_list` or `skill_load`, whose results do).
-fn skills_found(skills: &[crate::builtin::Skill]) -> Option<Value> {
+fn skills_found(skills: &[crate::skills::Skill]) -> Option<Value> {
     if skills.is_empty() {
         return None;
     }
