@@ -294,6 +294,12 @@ pub struct ToolsConfig {
     /// `tools.defer_threshold_pct`: deferred-eligible tools are shown by name only once
     /// their schemas would take more than this share of the context window (0: always).
     pub defer_threshold_pct: u8,
+    /// `tools.search.embedding_model`: the static embedding model of tool search's
+    /// semantic channel (none: lexical ranking only).
+    pub search_embedding_model: Option<PathBuf>,
+    /// `tools.search.learn`: requests that led to a call of a tool are remembered and rank
+    /// it higher.
+    pub search_learn: bool,
 }
 
 /// `[tools.shell]`.

@@ -239,6 +239,17 @@ pub(crate) struct RawTools {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     pub defer_threshold_pct: Spanned<u64>,
+    pub search: RawToolSearch,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawToolSearch {
+    /// A static embedding model (model2vec format: tokenizer.json + model.safetensors) for
+    /// the semantic channel of tool search; an absolute directory.
+    pub embedding_model: Option<Spanned<String>>,
+    /// Learn from use: requests that led to a call of a tool rank it higher (default true).
+    pub learn: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -272,6 +283,7 @@ impl Default for RawTools {
             allow: Vec::new(),
             deny: Vec::new(),
             defer_threshold_pct: Spanned::new(0..0, 10),
+            search: RawToolSearch::default(),
         }
     }
 }

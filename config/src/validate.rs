@@ -819,6 +819,31 @@ fn resolve_tools(
             .collect::<Result<Vec<PathBuf>, ConfigError>>()
     };
     let roots = absolute("tools.roots", &raw.roots)?;
+    let search_embedding_model = match &raw.search.embedding_model {
+        None => None,
+        Some(path) => {
+            let dir = PathBuf::from(path.get_ref());
+            if !dir.is_absolute() {
+                return Err(ConfigError::invalid(
+                    "tools.search.embedding_model",
+                    at(path.span()),
+                    format!("{:?} is not an absolute path", path.get_ref()),
+                ));
+            }
+            if !dir.join("model.safetensors").is_file() || !dir.join("tokenizer.json").is_file() {
+                return Err(ConfigError::invalid(
+                    "tools.search.embedding_model",
+                    at(path.span()),
+                    format!(
+                        "{} holds no model: model.safetensors and tokenizer.json are needed \
+                         (scripts/embedding-model/build.sh makes one)",
+                        dir.display()
+                    ),
+                ));
+            }
+            Some(dir)
+        }
+    };
     let untrusted_roots = absolute("tools.untrusted_roots", &raw.untrusted_roots)?;
 
     let mut policy = Vec::new();
@@ -855,6 +880,8 @@ fn resolve_tools(
     Ok(ToolsConfig {
         roots,
         untrusted_roots,
+        search_embedding_model,
+        search_learn: raw.search.learn.unwrap_or(true),
         confirm_expiry: Duration::from_secs(in_range(
             "tools.confirm_expiry_secs",
             &raw.confirm_expiry_secs,

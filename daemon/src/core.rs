@@ -87,6 +87,7 @@ struct KeptByTools {
     todos: builtin::TodoLists,
     skills: steward_tools::skills::SkillLibrary,
     agents: SubAgents,
+    search: steward_tools::SearchSetup,
 }
 
 /// The tool registry the config asks for: built-ins, the selection, the deferral threshold.
@@ -114,6 +115,7 @@ fn registry(
         None => builder,
     };
     let builder = crate::channels::watch::tools::register(builder, watches)
+        .search(kept.search)
         .select(selection(config))
         .expect_mcp_servers(config.mcp_servers.iter().map(|s| s.name.clone()).collect())
         .defer(Deferral {
@@ -144,6 +146,48 @@ fn registry(
             .into(),
             other => anyhow::Error::from(other),
         })
+}
+
+/// Tool search's semantic channel (the model loaded once, at start) and usage learning,
+/// as `[tools.search]` asks. A model that cannot be loaded is a config error naming the key.
+fn tool_search_setup(config: &Config, store: &Store) -> anyhow::Result<steward_tools::SearchSetup> {
+    let usage = if config.tools.search_learn {
+        Some(Arc::new(steward_tools::search_usage::SearchUsage::open(
+            store.tool_usage_tree()?,
+        )?))
+    } else {
+        None
+    };
+    let model = match &config.tools.search_embedding_model {
+        None => None,
+        Some(dir) => Some(search_model(dir)?),
+    };
+    Ok(steward_tools::SearchSetup { model, usage })
+}
+
+#[cfg(feature = "embeddings")]
+fn search_model(dir: &std::path::Path) -> anyhow::Result<Arc<dyn steward_tools::search::Embedder>> {
+    let model = steward_tools::search::EmbeddingModel::load(dir).map_err(|e| ConfigProblem {
+        key: "tools.search.embedding_model".into(),
+        message: e.to_string(),
+    })?;
+    info!(
+        dir = %dir.display(),
+        bytes = model.memory_bytes(),
+        "tool search: embedding model loaded"
+    );
+    Ok(Arc::new(model))
+}
+
+#[cfg(not(feature = "embeddings"))]
+fn search_model(
+    _dir: &std::path::Path,
+) -> anyhow::Result<Arc<dyn steward_tools::search::Embedder>> {
+    Err(ConfigProblem {
+        key: "tools.search.embedding_model".into(),
+        message: "this build has no semantic tool search (cargo feature `embeddings`)".into(),
+    }
+    .into())
 }
 
 /// The shell sandbox as configured, with what the kernel enforces (probed once, here, by
@@ -485,6 +529,7 @@ impl Core {
                 todos: todos.clone(),
                 skills: skills.clone(),
                 agents: agents.clone(),
+                search: tool_search_setup(config, &store)?,
             },
             &scheduler,
             &watches,

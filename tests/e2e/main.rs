@@ -35,6 +35,7 @@ mod taint;
 mod telegram;
 mod timer;
 mod todo;
+mod tool_search;
 mod torture;
 mod urgency;
 mod watch;

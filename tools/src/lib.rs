@@ -30,6 +30,7 @@ mod registry;
 pub mod safety;
 pub mod sandbox;
 pub mod search;
+pub mod search_usage;
 pub mod selection;
 pub mod skills;
 
@@ -39,4 +40,4 @@ pub use contract::{Applies, Concurrency, SideEffect, Tier, ToolContract, ToolSou
 pub use error::ToolError;
 pub use handler::{Safety, ToolFuture, ToolHandler};
 pub use pipeline::{Authorization, ToolPipeline};
-pub use registry::{Deferral, ToolRegistry, ToolRegistryBuilder};
+pub use registry::{Deferral, SearchSetup, ToolRegistry, ToolRegistryBuilder};

@@ -361,6 +361,7 @@ impl ToolPipeline {
         if ctx.cancel.is_cancelled() {
             return ToolOutcome::cancelled(json!("not started: the step was cancelled"));
         }
+        self.registry.called(&ctx.trajectory, &call.tool);
         let mut outcome = self.run(tool, call, ctx).await;
         outcome.untrusted = returns_untrusted(tool, &call.args, ctx);
         outcome

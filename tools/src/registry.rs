@@ -17,7 +17,8 @@ use crate::builtin::tool_search::{self, ToolFinder};
 use crate::contract::{Concurrency, Tier, ToolContract, ToolSource, ToolSpec};
 use crate::error::ToolError;
 use crate::handler::ToolHandler;
-use crate::search::{Query, SearchDoc, SearchIndex};
+use crate::search::{Embedder, Query, SearchDoc, SearchIndex, Weights};
+use crate::search_usage::SearchUsage;
 use crate::selection::Selection;
 
 pub(crate) struct RegisteredTool {
@@ -45,6 +46,15 @@ pub struct ToolRegistryBuilder {
     mcp_servers: Vec<String>,
     /// The skills `tool_search` finds beside the tools.
     skills: Option<crate::skills::SkillLibrary>,
+    search: SearchSetup,
+}
+
+/// What tool search ranks with beside the tools' own words: the semantic channel's model
+/// and the requests learnt from use.
+#[derive(Clone, Debug, Default)]
+pub struct SearchSetup {
+    pub model: Option<Arc<dyn Embedder>>,
+    pub usage: Option<Arc<SearchUsage>>,
 }
 
 impl fmt::Debug for ToolRegistryBuilder {
@@ -86,6 +96,12 @@ impl ToolRegistryBuilder {
     }
 
     /// The skills `tool_search` lists beside the tools it finds.
+    /// Tool search with a semantic channel and/or usage learning.
+    pub fn search(mut self, setup: SearchSetup) -> Self {
+        self.search = setup;
+        self
+    }
+
     pub fn skills(mut self, library: crate::skills::SkillLibrary) -> Self {
         self.skills = Some(library);
         self
@@ -147,10 +163,15 @@ impl ToolRegistryBuilder {
             };
             tools.insert(search.contract.name.clone(), Arc::new(search));
             ToolRegistry {
-                catalog: Arc::new(RwLock::new(Arc::new(Catalog::new(tools, &self.selection)))),
+                catalog: Arc::new(RwLock::new(Arc::new(Catalog::new(
+                    tools,
+                    &self.selection,
+                    &self.search,
+                )))),
                 selection: self.selection,
                 deferral: self.deferral,
                 skills: self.skills,
+                search: self.search,
             }
         }))
     }
@@ -216,15 +237,28 @@ impl fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    fn new(tools: BTreeMap<String, Arc<RegisteredTool>>, selection: &Selection) -> Self {
+    fn new(
+        tools: BTreeMap<String, Arc<RegisteredTool>>,
+        selection: &Selection,
+        search: &SearchSetup,
+    ) -> Self {
         let searchable: Vec<Arc<RegisteredTool>> = tools
             .values()
             .filter(|t| selection.is_enabled(&t.contract))
             .cloned()
             .collect();
-        let docs: Vec<SearchDoc> = searchable.iter().map(|t| search_doc(&t.contract)).collect();
+        let docs: Vec<SearchDoc> = searchable
+            .iter()
+            .map(|t| {
+                let mut doc = search_doc(&t.contract);
+                if let Some(usage) = &search.usage {
+                    doc.usage = usage.requests(&t.contract.name);
+                }
+                doc
+            })
+            .collect();
         Self {
-            index: SearchIndex::build(&docs),
+            index: SearchIndex::with_model(&docs, Weights::default(), search.model.clone()),
             tools,
             searchable,
         }
@@ -245,6 +279,7 @@ fn search_doc(contract: &ToolContract) -> SearchDoc {
         search_hint: contract.search_hint.clone(),
         server: (!groups.is_empty()).then(|| groups.join(" ")),
         parameters,
+        usage: Vec::new(),
     }
 }
 
@@ -292,6 +327,7 @@ pub struct ToolRegistry {
     selection: Selection,
     deferral: Deferral,
     skills: Option<crate::skills::SkillLibrary>,
+    search: SearchSetup,
 }
 
 impl ToolRegistry {
@@ -382,6 +418,14 @@ impl ToolRegistry {
 
     /// The enabled tools that best match a `tool_search` query, best first.
     pub fn search(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec> {
+        if self
+            .search
+            .usage
+            .as_ref()
+            .is_some_and(|usage| usage.take_changed())
+        {
+            self.rebuild_index();
+        }
         let catalog = self.catalog();
         // Over-fetch a little: lane-disallowed tools are dropped after ranking.
         catalog
@@ -421,8 +465,39 @@ impl ToolRegistry {
                 Err(e) => rejected.push(e),
             }
         }
-        *catalog = Arc::new(Catalog::new(all, &self.selection));
+        *catalog = Arc::new(Catalog::new(all, &self.selection, &self.search));
         rejected
+    }
+
+    /// The index built again over the same tools (requests were learnt).
+    fn rebuild_index(&self) {
+        let mut catalog = self.catalog.write().unwrap_or_else(|p| p.into_inner());
+        let tools = catalog.tools.clone();
+        *catalog = Arc::new(Catalog::new(tools, &self.selection, &self.search));
+    }
+
+    /// Whether tool search has a semantic channel.
+    pub fn has_search_model(&self) -> bool {
+        self.search.model.is_some()
+    }
+
+    /// A ranked `tool_search` in `trajectory` found these tools (usage learning).
+    pub(crate) fn searched(
+        &self,
+        trajectory: &steward_events::TrajectoryId,
+        request: &str,
+        found: Vec<String>,
+    ) {
+        if let Some(usage) = &self.search.usage {
+            usage.searched(trajectory, request, found);
+        }
+    }
+
+    /// `tool` runs in `trajectory`: a search that found it there learns from it.
+    pub(crate) fn called(&self, trajectory: &steward_events::TrajectoryId, tool: &str) {
+        if let Some(usage) = &self.search.usage {
+            usage.called(trajectory, tool);
+        }
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Arc<RegisteredTool>> {
@@ -484,6 +559,10 @@ fn edit_distance(a: &str, b: &str, cap: usize) -> usize {
 impl ToolFinder for ToolRegistry {
     fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec> {
         self.search(query, max_results, in_lane)
+    }
+
+    fn found(&self, trajectory: &steward_events::TrajectoryId, request: &str, tools: Vec<String>) {
+        self.searched(trajectory, request, tools);
     }
 
     fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::skills::Skill> {

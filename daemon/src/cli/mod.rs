@@ -387,6 +387,15 @@ enum ToolsCommand {
         queries: PathBuf,
         #[arg(long, value_name = "N", default_value_t = 5)]
         k: usize,
+        /// Labelled queries (the queries format) fed first as past usage: each one a request
+        /// that led to a call of the tools it needs. Keep them apart from --queries: a query
+        /// found verbatim in both is counted and reported
+        #[arg(long, value_name = "FILE")]
+        usage: Option<PathBuf>,
+        /// A static embedding model directory (tools.search.embedding_model) for the semantic
+        /// channel
+        #[arg(long, value_name = "DIR")]
+        embedding_model: Option<PathBuf>,
         /// One JSON object: recall_at_1, recall_at_k, complete_at_k, mrr, p50_us, p99_us,
         /// build_ms, queries, tools
         #[arg(long)]
@@ -574,11 +583,19 @@ pub fn main() -> ExitCode {
                 tools,
                 queries,
                 k,
+                usage,
+                embedding_model,
                 json,
             },
     } = &cli.command
     {
-        return tools_bench::run(tools, queries, *k, *json);
+        let inputs = tools_bench::Inputs {
+            tools,
+            queries,
+            usage: usage.as_deref(),
+            embedding_model: embedding_model.as_deref(),
+        };
+        return tools_bench::run(&inputs, *k, *json);
     }
     if let Command::Tools {
         command:

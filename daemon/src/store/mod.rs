@@ -173,6 +173,11 @@ impl Store {
         Ok(self.db.open_tree("todos")?)
     }
 
+    /// The tree of `tool_search` requests learnt per tool (usage learning).
+    pub fn tool_usage_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("tool_usage")?)
+    }
+
     /// The tree of requests for the owner's confirmation.
     pub fn pending_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("pending_actions")?)

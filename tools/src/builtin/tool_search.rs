@@ -89,6 +89,8 @@ pub fn unwrap_call_tool<'a>(tool: &str, args: &'a Value) -> Option<(&'a str, &'a
 /// What `tool_search` searches: the registry it belongs to.
 pub(crate) trait ToolFinder: Send + Sync {
     fn find(&self, query: &Query, max_results: usize, in_lane: bool) -> Vec<ToolSpec>;
+    /// A ranked search found these tools (for usage learning).
+    fn found(&self, trajectory: &steward_events::TrajectoryId, request: &str, tools: Vec<String>);
     /// The skills matching `text` (see [`crate::skills::SkillLibrary::search`]).
     fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::skills::Skill>;
 }
@@ -133,6 +135,10 @@ impl ToolHandler for ToolSearch {
             };
             let max = args.max_results.unwrap_or(DEFAULT_RESULTS).min(MAX_RESULTS) as usize;
             let found = registry.find(&query, max, !ctx.trajectory.is_main());
+            if matches!(query, Query::Ranked { .. }) {
+                let names = found.iter().map(|spec| spec.name.clone()).collect();
+                registry.found(&ctx.trajectory, text, names);
+            }
             let skills = skills_found(&registry.find_skills(text, max));
             let mut answer = if found.is_empty() {
                 json!({

@@ -9,13 +9,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Query, SearchDoc, SearchIndex, Weights};
+use super::{Embedder, Query, SearchDoc, SearchIndex, Weights};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
@@ -106,6 +107,7 @@ pub fn load_corpus(path: &Path) -> Result<Corpus, EvalError> {
             search_hint: None,
             server,
             parameters,
+            usage: Vec::new(),
         });
     }
     Ok(Corpus { ids, docs })
@@ -122,6 +124,30 @@ pub fn load_queries(path: &Path) -> Result<Vec<Labelled>, EvalError> {
             query: q.query,
         })
         .collect())
+}
+
+/// Feeds labelled queries as past usage: each query becomes a request that led to a call of
+/// each tool it needs (the first of a group of interchangeable ones). Returns how many
+/// queries were taken.
+pub fn learn_usage(corpus: &mut Corpus, usage: &[Labelled]) -> usize {
+    let position: HashMap<String, usize> = corpus
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), i))
+        .collect();
+    let mut taken = 0;
+    for labelled in usage {
+        let mut used = false;
+        for group in &labelled.groups {
+            if let Some(&tool) = group.iter().find_map(|id| position.get(id)) {
+                corpus.docs[tool].usage.push(labelled.query.clone());
+                used = true;
+            }
+        }
+        taken += usize::from(used);
+    }
+    taken
 }
 
 /// What `steward tools bench --json` prints.
@@ -141,10 +167,17 @@ pub struct Report {
     pub k: usize,
 }
 
-/// Builds the index over `corpus` and runs every query.
-pub fn evaluate(corpus: &Corpus, queries: &[Labelled], k: usize, weights: Weights) -> Report {
+/// Builds the index over `corpus` (with the semantic channel when `model` is given) and
+/// runs every query.
+pub fn evaluate(
+    corpus: &Corpus,
+    queries: &[Labelled],
+    k: usize,
+    weights: Weights,
+    model: Option<Arc<dyn Embedder>>,
+) -> Report {
     let started = Instant::now();
-    let index = SearchIndex::with_weights(&corpus.docs, weights);
+    let index = SearchIndex::with_model(&corpus.docs, weights, model);
     let build = started.elapsed();
     let position: HashMap<&str, usize> = corpus
         .ids
@@ -218,6 +251,65 @@ pub fn evaluate(corpus: &Corpus, queries: &[Labelled], k: usize, weights: Weight
         p99_us: percentile(0.99),
         build_ms: build.as_secs_f64() * 1e3,
         queries: scored,
+        tools: corpus.docs.len(),
+        k,
+    }
+}
+
+/// Usage learning measured without leakage: the queries are split in two halves
+/// (alternate lines); each half is learnt as past usage (its first `usage_limit` queries,
+/// or all) and the other half evaluated; the two reports are averaged.
+pub fn evaluate_learnt(
+    corpus: &Corpus,
+    queries: &[Labelled],
+    k: usize,
+    weights: Weights,
+    model: Option<Arc<dyn Embedder>>,
+    usage_limit: Option<usize>,
+) -> Report {
+    let half = |parity: usize| -> Vec<&Labelled> {
+        queries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == parity)
+            .map(|(_, q)| q)
+            .collect()
+    };
+    let mut reports = Vec::new();
+    for parity in 0..2 {
+        let learnt = half(parity);
+        let limit = usage_limit.unwrap_or(learnt.len()).min(learnt.len());
+        let mut warm = Corpus {
+            ids: corpus.ids.clone(),
+            docs: corpus.docs.clone(),
+        };
+        let usage: Vec<Labelled> = learnt[..limit]
+            .iter()
+            .map(|q| Labelled {
+                query: q.query.clone(),
+                groups: q.groups.clone(),
+            })
+            .collect();
+        learn_usage(&mut warm, &usage);
+        let tested: Vec<Labelled> = half(1 - parity)
+            .into_iter()
+            .map(|q| Labelled {
+                query: q.query.clone(),
+                groups: q.groups.clone(),
+            })
+            .collect();
+        reports.push(evaluate(&warm, &tested, k, weights, model.clone()));
+    }
+    let mean = |f: fn(&Report) -> f64| reports.iter().map(f).sum::<f64>() / reports.len() as f64;
+    Report {
+        recall_at_1: mean(|r| r.recall_at_1),
+        recall_at_k: mean(|r| r.recall_at_k),
+        complete_at_k: mean(|r| r.complete_at_k),
+        mrr: mean(|r| r.mrr),
+        p50_us: mean(|r| r.p50_us),
+        p99_us: mean(|r| r.p99_us),
+        build_ms: mean(|r| r.build_ms),
+        queries: reports.iter().map(|r| r.queries).sum(),
         tools: corpus.docs.len(),
         k,
     }

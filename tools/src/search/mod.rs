@@ -12,13 +12,20 @@
 //! The index is built once per tool set (milliseconds at thousands of tools) and read
 //! without locks; a query costs a walk over the postings of its terms.
 
+#[cfg(feature = "embeddings")]
+mod embedding;
 pub mod eval;
 mod query;
+mod semantic;
 mod text;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+#[cfg(feature = "embeddings")]
+pub use embedding::{EmbeddingError, EmbeddingModel};
 pub use query::{Query, QueryError, parse_query};
+pub use semantic::{Embedder, normalise};
 pub use text::{name_parts, terms};
 
 /// What the search knows about one tool.
@@ -33,6 +40,8 @@ pub struct SearchDoc {
     pub server: Option<String>,
     /// Each parameter's name and description.
     pub parameters: Vec<String>,
+    /// Requests that led to a call of this tool (usage learning), most recent last.
+    pub usage: Vec<String>,
 }
 
 /// What a JSON Schema says about its parameters, for the parameters field: each property's
@@ -58,7 +67,8 @@ const SERVER: usize = 2;
 const HINT: usize = 3;
 const DESCRIPTION: usize = 4;
 const PARAMETERS: usize = 5;
-const FIELDS: usize = 6;
+const USAGE: usize = 6;
+const FIELDS: usize = 7;
 
 /// Ranking constants. The defaults are the values tuned on the dev queries.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,6 +80,16 @@ pub struct Weights {
     /// How much of its server's best match a tool gains, divided by `1 + ln(tools on
     /// the server)`: a big server is a broad domain label more than one service.
     pub server_share: f32,
+    /// The semantic channel's share of the fused score when the lexical side is sure of
+    /// itself, and when it matched nothing ([`semantic::fusion_weight`]).
+    pub semantic_sure: f32,
+    pub semantic_unsure: f32,
+    /// How far a tool's vector moves toward the requests that used it.
+    pub usage_pull: f32,
+    /// How much a result loses for matching only query terms that results above it already
+    /// matched (0 = plain ranking): a request that needs a weather service and a calendar
+    /// gets both instead of five weather endpoints.
+    pub redundancy: f32,
 }
 
 impl Default for Weights {
@@ -81,10 +101,35 @@ impl Default for Weights {
     /// conversational requests) is mostly out of reach of any lexical ranking.
     fn default() -> Self {
         Self {
-            field: [3.0, 2.0, 1.5, 1.5, 1.0, 0.5],
-            b: [0.5, 0.5, 0.3, 0.5, 0.6, 0.5],
+            field: [3.0, 2.0, 1.5, 1.5, 1.0, 0.5, 0.3],
+            b: [0.5, 0.5, 0.3, 0.5, 0.6, 0.5, 0.5],
             k1: 1.6,
             server_share: 0.5,
+            semantic_sure: 0.1,
+            semantic_unsure: 0.3,
+            usage_pull: 2.0,
+            redundancy: 0.3,
+        }
+    }
+}
+
+impl Weights {
+    /// Plain BM25 (k1 1.2, b 0.75) over the name and the description alone: the baseline
+    /// the data set's README reports, and what every other figure is compared with.
+    pub fn plain_bm25() -> Self {
+        let mut field = [0.0; FIELDS];
+        field[NAME] = 1.0;
+        field[TITLE] = 1.0;
+        field[DESCRIPTION] = 1.0;
+        Self {
+            field,
+            b: [0.75; FIELDS],
+            k1: 1.2,
+            server_share: 0.0,
+            semantic_sure: 0.0,
+            semantic_unsure: 0.0,
+            usage_pull: 0.0,
+            redundancy: 0.0,
         }
     }
 }
@@ -110,6 +155,8 @@ pub struct SearchIndex {
     /// Large servers are broad (a domain label more than a service): their match says
     /// less about each of their tools.
     server_damping: Vec<f32>,
+    /// The semantic channel, when a model is configured.
+    semantic: Option<semantic::SemanticIndex>,
 }
 
 impl SearchIndex {
@@ -118,6 +165,16 @@ impl SearchIndex {
     }
 
     pub fn with_weights(docs: &[SearchDoc], weights: Weights) -> Self {
+        Self::with_model(docs, weights, None)
+    }
+
+    /// The index with a semantic channel: every tool's text embedded by `model` (and
+    /// pulled toward the requests that used it).
+    pub fn with_model(
+        docs: &[SearchDoc],
+        weights: Weights,
+        model: Option<Arc<dyn Embedder>>,
+    ) -> Self {
         let mut postings: HashMap<String, Vec<Posting>> = HashMap::new();
         let mut lengths = Vec::with_capacity(docs.len());
         let mut server_ids: HashMap<&str, u32> = HashMap::new();
@@ -134,6 +191,7 @@ impl SearchIndex {
                 .unwrap_or_default();
             fields[DESCRIPTION] = text::terms(&doc.description);
             fields[PARAMETERS] = doc.parameters.iter().flat_map(|p| text::terms(p)).collect();
+            fields[USAGE] = doc.usage.iter().flat_map(|u| text::terms(u)).collect();
             let mut counts: HashMap<&str, [u16; FIELDS]> = HashMap::new();
             let mut length = [0u16; FIELDS];
             for (field, terms) in fields.iter().enumerate() {
@@ -171,6 +229,8 @@ impl SearchIndex {
         for sum in &mut average {
             *sum = (*sum / docs.len().max(1) as f32).max(1.0);
         }
+        let semantic =
+            model.map(|model| semantic::SemanticIndex::build(model, docs, weights.usage_pull));
         Self {
             weights,
             postings,
@@ -185,6 +245,7 @@ impl SearchIndex {
             server_of,
             servers: server_ids.len(),
             server_damping,
+            semantic,
         }
     }
 
@@ -194,6 +255,11 @@ impl SearchIndex {
 
     pub fn is_empty(&self) -> bool {
         self.lengths.is_empty()
+    }
+
+    /// Whether the semantic channel takes part.
+    pub fn has_model(&self) -> bool {
+        self.semantic.is_some()
     }
 
     /// The best `k` tools for a query, best first, as indexes into the docs it was built
@@ -209,16 +275,53 @@ impl SearchIndex {
     }
 
     fn ranked(&self, required: &[String], text: &str, k: usize) -> Vec<usize> {
+        let (mut scores, confidence) = self.lexical(text);
+        if let Some(semantic) = &self.semantic {
+            let weight = semantic::fusion_weight(&self.weights, confidence);
+            semantic::fuse(&mut scores, &semantic.similarities(text), weight);
+        }
+        let mut hits: Vec<(usize, f32)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, score)| *score > 0.0)
+            .filter(|(doc, _)| {
+                required
+                    .iter()
+                    .all(|r| self.parts[*doc].iter().any(|p| p == r))
+            })
+            .collect();
+        let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Without a model the ranking is BM25F alone, as it always was.
+        let diversify = self.semantic.is_some() && self.weights.redundancy > 0.0;
+        // Diversifying looks a little further down than k.
+        let pool = if diversify { k.saturating_mul(4) } else { k };
+        if hits.len() > pool {
+            hits.select_nth_unstable_by(pool, by_score);
+            hits.truncate(pool);
+        }
+        hits.sort_by(by_score);
+        if diversify {
+            hits = self.diversified(hits, &text::query_terms(text), k);
+        }
+        hits.into_iter().take(k).map(|(doc, _)| doc).collect()
+    }
+
+    /// BM25F scores of every tool (with the server share), and how sure the lexical side
+    /// is: the best score over the most a tool could score for these terms (0 when no term
+    /// of the query occurs anywhere — nothing lexical to go by).
+    fn lexical(&self, text: &str) -> (Vec<f32>, f32) {
         let terms = text::query_terms(text);
         let mut scores = vec![0f32; self.len()];
         let w = &self.weights;
         let n = self.len() as f32;
+        let mut ideal = 0f32;
         for term in &terms {
+            let df = self.postings.get(term).map_or(0, Vec::len) as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            ideal += idf * (w.k1 + 1.0);
             let Some(postings) = self.postings.get(term) else {
                 continue;
             };
-            let df = postings.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for posting in postings {
                 let length = &self.lengths[posting.doc as usize];
                 let tf: f32 = (0..FIELDS)
@@ -231,6 +334,7 @@ impl SearchIndex {
                 scores[posting.doc as usize] += idf * tf * (w.k1 + 1.0) / (w.k1 + tf);
             }
         }
+        let best = scores.iter().copied().fold(0f32, f32::max);
         if w.server_share > 0.0 && self.servers > 0 {
             let mut best = vec![0f32; self.servers];
             for (doc, server) in self.server_of.iter().enumerate() {
@@ -245,23 +349,70 @@ impl SearchIndex {
                 }
             }
         }
-        let mut hits: Vec<(usize, f32)> = scores
-            .into_iter()
-            .enumerate()
-            .filter(|(_, score)| *score > 0.0)
-            .filter(|(doc, _)| {
-                required
+        let confidence = if ideal > 0.0 {
+            (best / ideal).min(1.0)
+        } else {
+            0.0
+        };
+        (scores, confidence)
+    }
+
+    /// Ranked hits reordered for coverage: each pick's score is cut by the share of its
+    /// matched query terms (by idf) that results above it already matched, times
+    /// `redundancy`. A request naming two needs gets a tool for each.
+    fn diversified(
+        &self,
+        mut pool: Vec<(usize, f32)>,
+        terms: &[String],
+        k: usize,
+    ) -> Vec<(usize, f32)> {
+        let n = self.len() as f32;
+        // Per candidate: (term index, idf) of the query terms it contains.
+        let matched: Vec<Vec<(usize, f32)>> = pool
+            .iter()
+            .map(|&(doc, _)| {
+                terms
                     .iter()
-                    .all(|r| self.parts[*doc].iter().any(|p| p == r))
+                    .enumerate()
+                    .filter_map(|(t, term)| {
+                        let postings = self.postings.get(term)?;
+                        postings
+                            .binary_search_by_key(&(doc as u32), |p| p.doc)
+                            .ok()?;
+                        let df = postings.len() as f32;
+                        Some((t, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()))
+                    })
+                    .collect()
             })
             .collect();
-        let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if hits.len() > k {
-            hits.select_nth_unstable_by(k, by_score);
-            hits.truncate(k);
+        let mut covered = vec![false; terms.len()];
+        let mut remaining: Vec<usize> = (0..pool.len()).collect();
+        let mut out = Vec::with_capacity(k.min(pool.len()));
+        while out.len() < k && !remaining.is_empty() {
+            let adjusted = |i: usize| {
+                let total: f32 = matched[i].iter().map(|(_, idf)| idf).sum();
+                let old: f32 = matched[i]
+                    .iter()
+                    .filter(|(t, _)| covered[*t])
+                    .map(|(_, idf)| idf)
+                    .sum();
+                let redundant = if total > 0.0 { old / total } else { 0.0 };
+                pool[i].1 * (1.0 - self.weights.redundancy * redundant)
+            };
+            let mut best = 0;
+            for r in 1..remaining.len() {
+                if adjusted(remaining[r]) > adjusted(remaining[best]) {
+                    best = r;
+                }
+            }
+            let pick = remaining.remove(best);
+            for (t, _) in &matched[pick] {
+                covered[*t] = true;
+            }
+            out.push(pool[pick]);
         }
-        hits.sort_by(by_score);
-        hits.into_iter().map(|(doc, _)| doc).collect()
+        pool.clear();
+        out
     }
 }
 
