@@ -51,7 +51,7 @@ pub async fn run(
 
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let fault = CancellationToken::new();
+    let fault = store.fault().clone();
     let supervisor = Supervisor::new(core.shared(), &shutdown, config.daemon.shutdown_grace);
     let owner = start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
     #[cfg(feature = "email")]
@@ -176,6 +176,22 @@ async fn start_channels(
     Ok(owner)
 }
 
+/// Flushes the store every second, so that an I/O error sled met in the background (its
+/// own flusher on a full disk: after one, sled takes no writes) stops the daemon through
+/// [`Store::fault`] while it is idle, not at the next input it would have to refuse.
+async fn watch_store(store: Store, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if store.watch_fault(store.flush().await).is_err() && store.fault().is_cancelled() {
+            return;
+        }
+    }
+}
+
 /// Spawns what is not a channel: the dispatcher (a storage fault stops the daemon through
 /// `fault`), retention and the expiry of confirmation requests.
 fn spawn_background(
@@ -196,6 +212,7 @@ fn spawn_background(
         core.usage.clone(),
     );
     tasks.spawn(retention.run(shutdown.clone()));
+    tasks.spawn(watch_store(store.clone(), shutdown.clone()));
     tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));
     let (shutdown, fault) = (shutdown.clone(), fault.clone());
     let dispatcher = core.dispatcher;

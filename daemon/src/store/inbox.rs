@@ -147,7 +147,7 @@ impl Inbox {
                 tree: "inbox",
                 reason: "the inbox is closed".into(),
             })?;
-        let (record, ticket) = self.write(event, None)?;
+        let (record, ticket) = self.store.watch_fault(self.write(event, None))?;
         let duplicate_of = match &record.state {
             EventState::Duplicate { of } => Some(*of),
             _ => None,
@@ -155,7 +155,7 @@ impl Inbox {
         if duplicate_of.is_none() {
             permit.forget();
         }
-        self.store.sync(ticket).await?;
+        self.store.watch_fault(self.store.sync(ticket).await)?;
         self.durable_arrival
             .send_if_modified(|d| std::mem::replace(d, (*d).max(record.arrival)) < record.arrival);
         let submitted = Submitted {

@@ -43,6 +43,9 @@ pub struct Store {
     db: sled::Db,
     pub(crate) log: sled::Tree,
     commit: Arc<GroupCommit>,
+    /// Fired when sled reports an I/O error: sled takes no writes after one, so the daemon
+    /// stops (non-zero exit) for its service manager to restart it, whichever task met it.
+    fault: tokio_util::sync::CancellationToken,
 }
 
 /// Key layout of the `log` tree. Numbers are big-endian so keys sort numerically.
@@ -113,6 +116,7 @@ impl Store {
             .open()?;
         Ok(Self {
             log: db.open_tree("log")?,
+            fault: tokio_util::sync::CancellationToken::new(),
             db,
             commit: Arc::new(GroupCommit {
                 written: AtomicU64::new(0),
@@ -171,6 +175,22 @@ impl Store {
     /// The tree of each trajectory's task list (`todo_write`).
     pub fn todo_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("todos")?)
+    }
+
+    /// Fired once sled has failed an I/O operation (see the field).
+    pub fn fault(&self) -> &tokio_util::sync::CancellationToken {
+        &self.fault
+    }
+
+    /// Passes `result` on, firing [`Store::fault`] when it is an I/O error of sled's.
+    pub(crate) fn watch_fault<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::Sled(sled::Error::Io(e))) = &result
+            && !self.fault.is_cancelled()
+        {
+            tracing::error!(error = %e, "the store failed an I/O operation; stopping");
+            self.fault.cancel();
+        }
+        result
     }
 
     /// The tree of `tool_search` requests learnt per tool (usage learning).

@@ -70,6 +70,10 @@ const PARAMETERS: usize = 5;
 const USAGE: usize = 6;
 const FIELDS: usize = 7;
 
+/// Results chosen for coverage of the request's terms (see `diversified`): what a model
+/// reads of a `tool_search` answer.
+const DIVERSE_PLACES: usize = 10;
+
 /// Ranking constants. The defaults are the values tuned on the dev queries.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Weights {
@@ -388,7 +392,8 @@ impl SearchIndex {
         let mut covered = vec![false; terms.len()];
         let mut remaining: Vec<usize> = (0..pool.len()).collect();
         let mut out = Vec::with_capacity(k.min(pool.len()));
-        while out.len() < k && !remaining.is_empty() {
+        // Only the first places are chosen for coverage; further down is plain order.
+        while out.len() < k.min(DIVERSE_PLACES) && !remaining.is_empty() {
             let adjusted = |i: usize| {
                 let total: f32 = matched[i].iter().map(|(_, idf)| idf).sum();
                 let old: f32 = matched[i]
@@ -411,6 +416,8 @@ impl SearchIndex {
             }
             out.push(pool[pick]);
         }
+        out.extend(remaining.into_iter().map(|i| pool[i]));
+        out.truncate(k);
         pool.clear();
         out
     }

@@ -95,9 +95,29 @@ impl SemanticIndex {
         }
         self.vectors
             .chunks_exact(self.dims)
-            .map(|tool| tool.iter().zip(&query).map(|(a, b)| a * b).sum())
+            .map(|tool| dot(tool, &query))
             .collect()
     }
+}
+
+/// A dot product in eight independent lanes, which the compiler turns into vector
+/// instructions even at the size-optimised level of release builds (a plain `zip().sum()`
+/// is one serial chain of additions).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += x * y;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// The semantic share of the fused score: `semantic_sure` when the best lexical match
@@ -211,6 +231,14 @@ mod tests {
         docs[1].usage.push("will it rain in Lyon".into());
         let warm = super::super::SearchIndex::with_model(&docs, Weights::default(), Some(model));
         assert_eq!(warm.search(&query, 1), [1]);
+    }
+
+    #[test]
+    fn the_lane_dot_product_is_the_dot_product() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - plain).abs() < 1e-4);
     }
 
     #[test]
