@@ -95,13 +95,13 @@ impl ToolRegistryBuilder {
         self
     }
 
-    /// The skills `tool_search` lists beside the tools it finds.
     /// Tool search with a semantic channel and/or usage learning.
     pub fn search(mut self, setup: SearchSetup) -> Self {
         self.search = setup;
         self
     }
 
+    /// The skills `tool_search` lists beside the tools it finds.
     pub fn skills(mut self, library: crate::skills::SkillLibrary) -> Self {
         self.skills = Some(library);
         self
@@ -476,23 +476,6 @@ impl ToolRegistry {
         *catalog = Arc::new(Catalog::new(tools, &self.selection, &self.search));
     }
 
-    /// Whether tool search has a semantic channel.
-    pub fn has_search_model(&self) -> bool {
-        self.search.model.is_some()
-    }
-
-    /// A ranked `tool_search` in `trajectory` found these tools (usage learning).
-    pub(crate) fn searched(
-        &self,
-        trajectory: &steward_events::TrajectoryId,
-        request: &str,
-        found: Vec<String>,
-    ) {
-        if let Some(usage) = &self.search.usage {
-            usage.searched(trajectory, request, found);
-        }
-    }
-
     /// `tool` runs in `trajectory`: a search that found it there learns from it.
     pub(crate) fn called(&self, trajectory: &steward_events::TrajectoryId, tool: &str) {
         if let Some(usage) = &self.search.usage {
@@ -562,7 +545,9 @@ impl ToolFinder for ToolRegistry {
     }
 
     fn found(&self, trajectory: &steward_events::TrajectoryId, request: &str, tools: Vec<String>) {
-        self.searched(trajectory, request, tools);
+        if let Some(usage) = &self.search.usage {
+            usage.searched(trajectory, request, tools);
+        }
     }
 
     fn find_skills(&self, text: &str, max_results: usize) -> Vec<crate::skills::Skill> {

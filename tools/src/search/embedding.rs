@@ -118,7 +118,7 @@ impl EmbeddingModel {
                 )));
             }
         };
-        let (rows, scales) = quantise(&values, dims);
+        let (rows, scales) = super::semantic::quantise(&values, dims);
         Ok(Self {
             tokenizer,
             dims,
@@ -164,22 +164,6 @@ impl Embedder for EmbeddingModel {
     }
 }
 
-/// Rows to 8-bit integers with one scale per row (the row's largest magnitude maps to 127).
-fn quantise(values: &[f32], dims: usize) -> (Vec<i8>, Vec<f32>) {
-    let mut rows = Vec::with_capacity(values.len());
-    let mut scales = Vec::with_capacity(values.len() / dims);
-    for row in values.chunks_exact(dims) {
-        let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
-        scales.push(scale);
-        rows.extend(
-            row.iter()
-                .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8),
-        );
-    }
-    (rows, scales)
-}
-
 /// IEEE 754 half precision to single (the safetensors F16 layout).
 fn f16_to_f32(bits: u16) -> f32 {
     let sign = u32::from(bits >> 15) << 31;
@@ -218,14 +202,5 @@ mod tests {
             assert_eq!(f16_to_f32(bits), value, "{bits:#06x}");
         }
         assert!(f16_to_f32(0x7c00).is_infinite());
-    }
-
-    #[test]
-    fn quantised_rows_keep_their_direction() {
-        let values = [0.5, -0.25, 0.125, 0.0, 0.0, 0.0, 0.0, 0.0];
-        let (rows, scales) = quantise(&values, 4);
-        assert_eq!(rows[..4], [127, -64, 32, 0]);
-        assert_eq!(rows[4..], [0, 0, 0, 0]);
-        assert!((f32::from(rows[0]) * scales[0] - 0.5).abs() < 1e-6);
     }
 }

@@ -71,8 +71,9 @@ const USAGE: usize = 6;
 const FIELDS: usize = 7;
 
 /// Results chosen for coverage of the request's terms (see `diversified`): what a model
-/// reads of a `tool_search` answer.
+/// reads of a `tool_search` answer; chosen among the best `DIVERSE_POOL` by score.
 const DIVERSE_PLACES: usize = 10;
+const DIVERSE_POOL: usize = 20;
 
 /// Ranking constants. The defaults are the values tuned on the dev queries.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -261,11 +262,6 @@ impl SearchIndex {
         self.lengths.is_empty()
     }
 
-    /// Whether the semantic channel takes part.
-    pub fn has_model(&self) -> bool {
-        self.semantic.is_some()
-    }
-
     /// The best `k` tools for a query, best first, as indexes into the docs it was built
     /// from. `select:` returns the named tools that exist, in the order named.
     pub fn search(&self, query: &Query, k: usize) -> Vec<usize> {
@@ -298,7 +294,7 @@ impl SearchIndex {
         // Without a model the ranking is BM25F alone, as it always was.
         let diversify = self.semantic.is_some() && self.weights.redundancy > 0.0;
         // Diversifying looks a little further down than k.
-        let pool = if diversify { k.saturating_mul(4) } else { k };
+        let pool = if diversify { k.max(DIVERSE_POOL) } else { k };
         if hits.len() > pool {
             hits.select_nth_unstable_by(pool, by_score);
             hits.truncate(pool);
@@ -372,7 +368,8 @@ impl SearchIndex {
     ) -> Vec<(usize, f32)> {
         let n = self.len() as f32;
         // Per candidate: (term index, idf) of the query terms it contains.
-        let matched: Vec<Vec<(usize, f32)>> = pool
+        let candidates = pool.len().min(DIVERSE_POOL);
+        let matched: Vec<Vec<(usize, f32)>> = pool[..candidates]
             .iter()
             .map(|&(doc, _)| {
                 terms
@@ -390,7 +387,7 @@ impl SearchIndex {
             })
             .collect();
         let mut covered = vec![false; terms.len()];
-        let mut remaining: Vec<usize> = (0..pool.len()).collect();
+        let mut remaining: Vec<usize> = (0..candidates).collect();
         let mut out = Vec::with_capacity(k.min(pool.len()));
         // Only the first places are chosen for coverage; further down is plain order.
         while out.len() < k.min(DIVERSE_PLACES) && !remaining.is_empty() {
@@ -417,6 +414,7 @@ impl SearchIndex {
             out.push(pool[pick]);
         }
         out.extend(remaining.into_iter().map(|i| pool[i]));
+        out.extend(pool.iter().skip(candidates).copied());
         out.truncate(k);
         pool.clear();
         out

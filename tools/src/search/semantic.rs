@@ -14,6 +14,27 @@ use std::sync::Arc;
 
 use super::{SearchDoc, Weights};
 
+/// Only the start of a query is embedded: a request's meaning is in its first sentences,
+/// and tokenizing is the dearest part of a search (an 18 KB paste cost 4.8 ms whole).
+const QUERY_CHARS: usize = 512;
+
+/// Words longer than this are left out of a query's embedding: no word of a request is,
+/// and WordPiece spends time quadratic in a word's length on one (a pasted blob).
+const LONGEST_WORD: usize = 40;
+
+/// The part of a query that is embedded: its first [`QUERY_CHARS`] characters, without
+/// words over [`LONGEST_WORD`] characters.
+fn query_words(text: &str) -> String {
+    let head = match text.char_indices().nth(QUERY_CHARS) {
+        Some((end, _)) => text.get(..end).unwrap_or(text),
+        None => text,
+    };
+    head.split_whitespace()
+        .filter(|word| word.chars().count() <= LONGEST_WORD)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A text embedder: the static model in the daemon, a toy in tests.
 pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn dims(&self) -> usize;
@@ -54,8 +75,11 @@ fn doc_text(doc: &SearchDoc) -> String {
 pub(super) struct SemanticIndex {
     model: Arc<dyn Embedder>,
     dims: usize,
-    /// One normalised vector per tool, row-major.
-    vectors: Vec<f32>,
+    /// One normalised vector per tool, row-major, as 8-bit integers with a scale per
+    /// tool: the pass over every tool reads a quarter of the memory (1 MB instead of 4 at
+    /// 4,076 tools × 256), which is what it spends its time on.
+    rows: Vec<i8>,
+    scales: Vec<f32>,
 }
 
 impl SemanticIndex {
@@ -80,44 +104,74 @@ impl SemanticIndex {
             vector.resize(dims, 0.0);
             vectors.extend(vector);
         }
+        let (rows, scales) = quantise(&vectors, dims.max(1));
         Self {
             model,
             dims,
-            vectors,
+            rows,
+            scales,
         }
     }
 
     /// Cosine similarity of the query with every tool.
     pub(super) fn similarities(&self, text: &str) -> Vec<f32> {
-        let query = self.model.embed(text);
+        let query = self.model.embed(&query_words(text));
         if query.len() != self.dims {
-            return vec![0.0; self.vectors.len() / self.dims.max(1)];
+            return vec![0.0; self.scales.len()];
         }
-        self.vectors
+        self.rows
             .chunks_exact(self.dims)
-            .map(|tool| dot(tool, &query))
+            .zip(&self.scales)
+            .map(|(tool, scale)| dot(tool, &query) * scale)
             .collect()
     }
 }
 
-/// A dot product in eight independent lanes, which the compiler turns into vector
-/// instructions even at the size-optimised level of release builds (a plain `zip().sum()`
-/// is one serial chain of additions).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks
-        .remainder()
-        .iter()
-        .zip(b_chunks.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
-            *lane += x * y;
-        }
+/// Rows to 8-bit integers with one scale per row (the row's largest magnitude maps to 127).
+pub(super) fn quantise(values: &[f32], dims: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut rows = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / dims);
+    for row in values.chunks_exact(dims) {
+        let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if largest > 0.0 { largest / 127.0 } else { 1.0 };
+        scales.push(scale);
+        rows.extend(
+            row.iter()
+                .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8),
+        );
     }
-    lanes.iter().sum::<f32>() + tail
+    (rows, scales)
+}
+
+/// A dot product (of an 8-bit row and a query) in eight independent lanes over fixed-size blocks, which the compiler
+/// turns into vector instructions even at the size-optimised level of release builds
+/// (there, iterator adapters such as `zip` are not inlined: a `zip().sum()` made the
+/// similarity pass over 4,076 tools cost milliseconds).
+fn dot(a: &[i8], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let mut lanes = [0f32; 8];
+    let mut i = 0;
+    while i + 8 <= n {
+        let (Ok(x), Ok(y)) = (
+            <&[i8; 8]>::try_from(&a[i..i + 8]),
+            <&[f32; 8]>::try_from(&b[i..i + 8]),
+        ) else {
+            break;
+        };
+        for lane in 0..8 {
+            lanes[lane] += f32::from(x[lane]) * y[lane];
+        }
+        i += 8;
+    }
+    let mut sum = 0.0;
+    while i < n {
+        sum += f32::from(a[i]) * b[i];
+        i += 1;
+    }
+    for lane in lanes {
+        sum += lane;
+    }
+    sum
 }
 
 /// The semantic share of the fused score: `semantic_sure` when the best lexical match
@@ -234,10 +288,30 @@ mod tests {
     }
 
     #[test]
+    fn a_query_is_embedded_by_its_head_without_blobs() {
+        let blob = "QUJD".repeat(100);
+        assert_eq!(
+            query_words(&format!("find {blob} the weather")),
+            "find the weather"
+        );
+        let long = "word ".repeat(1000);
+        assert!(query_words(&long).len() <= QUERY_CHARS);
+    }
+
+    #[test]
+    fn quantised_rows_keep_their_direction() {
+        let values = [0.5, -0.25, 0.125, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let (rows, scales) = quantise(&values, 4);
+        assert_eq!(rows[..4], [127, -64, 32, 0]);
+        assert_eq!(rows[4..], [0, 0, 0, 0]);
+        assert!((f32::from(rows[0]) * scales[0] - 0.5).abs() < 1e-6);
+    }
+
+    #[test]
     fn the_lane_dot_product_is_the_dot_product() {
-        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
+        let a: Vec<i8> = (0..19).map(|i| i * 5 - 40).collect();
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
-        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| f32::from(*x) * y).sum();
         assert!((dot(&a, &b) - plain).abs() < 1e-4);
     }
 
