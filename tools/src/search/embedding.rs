@@ -101,24 +101,28 @@ impl EmbeddingModel {
                 "`embeddings` has {tokens} rows but the tokenizer has {ids} token ids"
             )));
         }
-        let values: Vec<f32> = match matrix.dtype() {
-            Dtype::F32 => matrix
-                .data()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            Dtype::F16 => matrix
-                .data()
-                .chunks_exact(2)
-                .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-                .collect(),
+        let value: fn(&[u8]) -> f32 = match matrix.dtype() {
+            Dtype::F32 => |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            Dtype::F16 => |b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])),
             other => {
                 return Err(table(format!(
                     "`embeddings` is {other:?}; F32 or F16 is needed"
                 )));
             }
         };
-        let (rows, scales) = super::semantic::quantise(&values, dims);
+        // Row by row: the table never exists as F32 (31 MB at 30,522 × 256) in memory.
+        let width = matrix.dtype().bitsize() / 8;
+        let mut rows = Vec::with_capacity(tokens * dims);
+        let mut scales = Vec::with_capacity(tokens);
+        let mut row = vec![0f32; dims];
+        for bytes in matrix.data().chunks_exact(dims * width) {
+            for (v, b) in row.iter_mut().zip(bytes.chunks_exact(width)) {
+                *v = value(b);
+            }
+            let (quantised, scale) = super::semantic::quantise(&row, dims);
+            rows.extend(quantised);
+            scales.extend(scale);
+        }
         Ok(Self {
             tokenizer,
             dims,
