@@ -143,10 +143,7 @@ impl Embedder for EmbeddingModel {
     }
 
     fn embed(&self, text: &str) -> Vec<f32> {
-        let head = match text.char_indices().nth(MAX_QUERY_CHARS) {
-            Some((end, _)) => text.get(..end).unwrap_or(text),
-            None => text,
-        };
+        let head = super::text::head(text, MAX_QUERY_CHARS);
         let mut sum = vec![0f32; self.dims];
         let Ok(encoding) = self.tokenizer.encode_fast(head, false) else {
             return sum;

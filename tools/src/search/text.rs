@@ -33,10 +33,7 @@ pub const MAX_QUERY_CHARS: usize = 2048;
 /// A query's distinct terms, first seen first, at most [`MAX_QUERY_TERMS`], from its first
 /// [`MAX_QUERY_CHARS`] characters.
 pub fn query_terms(text: &str) -> Vec<String> {
-    let head = match text.char_indices().nth(MAX_QUERY_CHARS) {
-        Some((end, _)) => text.get(..end).unwrap_or(text),
-        None => text,
-    };
+    let head = head(text, MAX_QUERY_CHARS);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for word in words(head) {
@@ -52,6 +49,14 @@ pub fn query_terms(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The first `chars` characters of `text`.
+pub fn head(text: &str, chars: usize) -> &str {
+    match text.char_indices().nth(chars) {
+        Some((end, _)) => text.get(..end).unwrap_or(text),
+        None => text,
+    }
 }
 
 /// The terms of an identifier (a tool, server or parameter name).
