@@ -275,7 +275,8 @@ impl SearchIndex {
     }
 
     fn ranked(&self, required: &[String], text: &str, k: usize) -> Vec<usize> {
-        let (mut scores, confidence) = self.lexical(text);
+        let terms = text::query_terms(text);
+        let (mut scores, confidence) = self.lexical(&terms);
         if let Some(semantic) = &self.semantic {
             let weight = semantic::fusion_weight(&self.weights, confidence);
             semantic::fuse(&mut scores, &semantic.similarities(text), weight);
@@ -301,7 +302,7 @@ impl SearchIndex {
         }
         hits.sort_by(by_score);
         if diversify {
-            hits = self.diversified(hits, &text::query_terms(text), k);
+            hits = self.diversified(hits, &terms, k);
         }
         hits.into_iter().take(k).map(|(doc, _)| doc).collect()
     }
@@ -309,13 +310,12 @@ impl SearchIndex {
     /// BM25F scores of every tool (with the server share), and how sure the lexical side
     /// is: the best score over the most a tool could score for these terms (0 when no term
     /// of the query occurs anywhere — nothing lexical to go by).
-    fn lexical(&self, text: &str) -> (Vec<f32>, f32) {
-        let terms = text::query_terms(text);
+    fn lexical(&self, terms: &[String]) -> (Vec<f32>, f32) {
         let mut scores = vec![0f32; self.len()];
         let w = &self.weights;
         let n = self.len() as f32;
         let mut ideal = 0f32;
-        for term in &terms {
+        for term in terms {
             let df = self.postings.get(term).map_or(0, Vec::len) as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             ideal += idf * (w.k1 + 1.0);

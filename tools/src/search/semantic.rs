@@ -72,10 +72,9 @@ fn doc_text(doc: &SearchDoc) -> String {
 pub(super) struct SemanticIndex {
     model: Arc<dyn Embedder>,
     dims: usize,
-    /// One normalised vector per tool, row-major, as 8-bit integers with a scale per
-    /// tool: the pass over every tool reads a quarter of the memory (1 MB instead of 4 at
-    /// 4,076 tools × 256), which is what it spends its time on.
-    rows: Vec<i8>,
+    /// One normalised vector per tool, row-major, quantised to ±127 with a scale per tool
+    /// and held as 16-bit integers for [`dot`] (2 MB at 4,076 tools × 256).
+    rows: Vec<i16>,
     scales: Vec<f32>,
 }
 
@@ -105,7 +104,7 @@ impl SemanticIndex {
         Self {
             model,
             dims,
-            rows,
+            rows: rows.into_iter().map(i16::from).collect(),
             scales,
         }
     }
@@ -116,10 +115,11 @@ impl SemanticIndex {
         if query.len() != self.dims {
             return vec![0.0; self.scales.len()];
         }
+        let (query, query_scale) = quantise_query(&query);
         self.rows
             .chunks_exact(self.dims)
             .zip(&self.scales)
-            .map(|(tool, scale)| dot(tool, &query) * scale)
+            .map(|(tool, scale)| dot(tool, &query) as f32 * scale * query_scale)
             .collect()
     }
 }
@@ -140,35 +140,44 @@ pub(super) fn quantise(values: &[f32], dims: usize) -> (Vec<i8>, Vec<f32>) {
     (rows, scales)
 }
 
-/// A dot product (of an 8-bit row and a query) in eight independent lanes over fixed-size blocks, which the compiler
-/// turns into vector instructions even at the size-optimised level of release builds
-/// (there, iterator adapters such as `zip` are not inlined: a `zip().sum()` made the
-/// similarity pass over 4,076 tools cost milliseconds).
-fn dot(a: &[i8], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let mut lanes = [0f32; 8];
-    let mut i = 0;
-    while i + 8 <= n {
-        let (Ok(x), Ok(y)) = (
-            <&[i8; 8]>::try_from(&a[i..i + 8]),
-            <&[f32; 8]>::try_from(&b[i..i + 8]),
-        ) else {
-            break;
-        };
+/// The query's largest component maps to this: with tool rows within ±127, a product is
+/// below 2^22 and a sum over 256 dimensions below 2^30, so an `i32` never overflows.
+const QUERY_SCALE: f32 = 32_767.0;
+
+/// The query as 16-bit integers, and the factor that turns an integer dot product with
+/// it back into the real one.
+fn quantise_query(query: &[f32]) -> (Vec<i16>, f32) {
+    let largest = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if largest == 0.0 {
+        return (vec![0; query.len()], 0.0);
+    }
+    let scale = QUERY_SCALE / largest;
+    let ints = query
+        .iter()
+        .map(|v| (v * scale).round().clamp(-QUERY_SCALE, QUERY_SCALE) as i16)
+        .collect();
+    (ints, 1.0 / scale)
+}
+
+/// An integer dot product in eight independent lanes over fixed-size blocks: the compiler
+/// turns it into multiply-add instructions on 16-bit pairs (SSE2's `pmaddwd`, in every
+/// x86-64), four times the work per instruction of converting 8-bit rows to floats, which
+/// the similarity pass over 4,076 tools spent most of a search on.
+fn dot(a: &[i16], b: &[i16]) -> i32 {
+    let mut lanes = [0i32; 8];
+    let (a_blocks, a_rest) = a.as_chunks::<8>();
+    let (b_blocks, b_rest) = b.as_chunks::<8>();
+    for (x, y) in a_blocks.iter().zip(b_blocks) {
         for lane in 0..8 {
-            lanes[lane] += f32::from(x[lane]) * y[lane];
+            lanes[lane] += i32::from(x[lane]) * i32::from(y[lane]);
         }
-        i += 8;
     }
-    let mut sum = 0.0;
-    while i < n {
-        sum += f32::from(a[i]) * b[i];
-        i += 1;
-    }
-    for lane in lanes {
-        sum += lane;
-    }
-    sum
+    let rest: i32 = a_rest
+        .iter()
+        .zip(b_rest)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    lanes.iter().sum::<i32>() + rest
 }
 
 /// The semantic share of the fused score: `semantic_sure` when the best lexical match
@@ -306,10 +315,32 @@ mod tests {
 
     #[test]
     fn the_lane_dot_product_is_the_dot_product() {
-        let a: Vec<i8> = (0..19).map(|i| i * 5 - 40).collect();
-        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
-        let plain: f32 = a.iter().zip(&b).map(|(x, y)| f32::from(*x) * y).sum();
-        assert!((dot(&a, &b) - plain).abs() < 1e-4);
+        let a: Vec<i16> = (0..19).map(|i| i * 13 - 127).collect();
+        let b: Vec<i16> = (0..19).map(|i| 32_767 - i * 1_700).collect();
+        let plain: i64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| i64::from(*x) * i64::from(*y))
+            .sum();
+        assert_eq!(i64::from(dot(&a, &b)), plain);
+        let extreme = dot(&[127; 256], &[32_767; 256]);
+        assert_eq!(i64::from(extreme), 127 * 32_767 * 256);
+    }
+
+    #[test]
+    fn a_quantised_query_keeps_the_similarity() {
+        let query = [0.6f32, -0.3, 0.1, 0.0, 0.7, -0.2, 0.05, 0.1];
+        let tool = [0.5f32, 0.5, -0.5, 0.0, 0.5, 0.0, 0.0, 0.0];
+        let exact: f32 = query.iter().zip(&tool).map(|(q, t)| q * t).sum();
+        let (ints, query_scale) = quantise_query(&query);
+        let (rows, scales) = quantise(&tool, tool.len());
+        let rows: Vec<i16> = rows.into_iter().map(i16::from).collect();
+        let approximate = dot(&rows, &ints) as f32 * scales[0] * query_scale;
+        assert!(
+            (approximate - exact).abs() < 1e-3,
+            "{approximate} vs {exact}"
+        );
+        assert_eq!(quantise_query(&[0.0; 4]), (vec![0; 4], 0.0));
     }
 
     #[test]
