@@ -283,7 +283,9 @@ fn resolve_cron_jobs(
     at: LineOf<'_>,
     in_range: InRange<'_>,
 ) -> Result<Vec<CronJobConfig>, ConfigError> {
-    let mut resolved: Vec<CronJobConfig> = Vec::new();
+    let mut resolved: Vec<CronJobConfig> = Vec::with_capacity(jobs.len());
+    // A set, not a scan of the jobs so far: 10,000 jobs were 50 million comparisons.
+    let mut names = std::collections::HashSet::with_capacity(jobs.len());
     for (i, job) in jobs.into_iter().enumerate() {
         let key = |name: &str| format!("cron[{i}].{name}");
         let name = job.name.get_ref().clone();
@@ -295,7 +297,7 @@ fn resolve_cron_jobs(
                 format!("{name:?}: 1-64 letters, digits, '-' or '_'"),
             ));
         }
-        if resolved.iter().any(|j| j.name == name) {
+        if !names.insert(name.clone()) {
             return Err(ConfigError::invalid(
                 key("name"),
                 at(job.name.span()),

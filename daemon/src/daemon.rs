@@ -65,10 +65,15 @@ pub async fn run(
     let status = owner.shared.status.clone();
     notify::ready(&status.summary());
 
+    let shutdown_grace = config.daemon.shutdown_grace;
+    // The reloader compares sections, never the jobs (a reload reconciles the file's jobs
+    // into the store): 10,000 jobs from a config need not be held twice more.
+    let mut started = config;
+    started.cron = Vec::new();
     let mut reloader = Reloader {
         path: config_path,
-        started: config.clone(),
-        live: config.clone(),
+        live: started.clone(),
+        started,
         scheduler: owner.scheduler.clone(),
         watches: owner.watches.clone(),
         status,
@@ -95,12 +100,9 @@ pub async fn run(
     let drained = async {
         tokio::join!(tasks.wait(), supervisor.drained());
     };
-    if tokio::time::timeout(config.daemon.shutdown_grace, drained)
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(shutdown_grace, drained).await.is_err() {
         warn!(
-            grace_secs = config.daemon.shutdown_grace.as_secs(),
+            grace_secs = shutdown_grace.as_secs(),
             "grace period over; exiting with tasks still running"
         );
     }
