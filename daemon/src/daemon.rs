@@ -53,10 +53,19 @@ pub async fn run(
     let tasks = TaskTracker::new();
     let fault = store.fault().clone();
     let supervisor = Supervisor::new(core.shared(), &shutdown, config.daemon.shutdown_grace);
-    let owner = start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
+    let (owner, tools_ready) =
+        start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
     #[cfg(feature = "email")]
     let email = core.email.clone();
-    spawn_background(core, &config, &store, &tasks, &shutdown, &fault);
+    spawn_background(
+        core,
+        &config,
+        &store,
+        &tasks,
+        &shutdown,
+        &fault,
+        tools_ready,
+    );
 
     let mut sigterm = signal(SignalKind::terminate()).context("cannot install SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot install SIGINT handler")?;
@@ -114,6 +123,10 @@ pub async fn run(
     Ok(())
 }
 
+/// The MCP servers' first tool lists (or their wait running out), which the first step
+/// waits for and READY=1 does not.
+type ToolsReady = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Starts every channel the config asks for — the control socket, the timer, the watches,
 /// HTTP, MCP servers, email, Matrix, Telegram — and returns the owner API they serve.
 async fn start_channels(
@@ -122,7 +135,7 @@ async fn start_channels(
     supervisor: &Supervisor,
     store: &Store,
     data_dir: &Path,
-) -> anyhow::Result<OwnerApi> {
+) -> anyhow::Result<(OwnerApi, ToolsReady)> {
     let owner_uid = std::fs::metadata(data_dir)
         .with_context(|| format!("cannot read {}", data_dir.display()))?
         .uid();
@@ -155,7 +168,13 @@ async fn start_channels(
     #[cfg(feature = "http")]
     crate::channels::http::start(config, supervisor, &owner, data_dir).await?;
     #[cfg(feature = "mcp")]
-    crate::mcp::start(&config.mcp_servers, core.tools.clone(), supervisor).await;
+    let tools_ready: ToolsReady = Box::pin(crate::mcp::start(
+        &config.mcp_servers,
+        core.tools.clone(),
+        supervisor,
+    ));
+    #[cfg(not(feature = "mcp"))]
+    let tools_ready: ToolsReady = Box::pin(std::future::ready(()));
     #[cfg(feature = "email")]
     if let Some(handle) = &core.email {
         crate::channels::email::start(
@@ -175,7 +194,7 @@ async fn start_channels(
         crate::channels::telegram::start(telegram, supervisor, &owner);
     }
     supervisor.start("user", move |cx| user::run(socket, cx));
-    Ok(owner)
+    Ok((owner, tools_ready))
 }
 
 /// Flushes the store every second, so that an I/O error sled met in the background (its
@@ -203,6 +222,7 @@ fn spawn_background(
     tasks: &TaskTracker,
     shutdown: &CancellationToken,
     fault: &CancellationToken,
+    tools_ready: ToolsReady,
 ) {
     let retention = crate::retention::Retention::new(
         config,
@@ -219,6 +239,10 @@ fn spawn_background(
     let (shutdown, fault) = (shutdown.clone(), fault.clone());
     let dispatcher = core.dispatcher;
     tasks.spawn(async move {
+        tokio::select! {
+            () = tools_ready => {}
+            () = shutdown.cancelled() => return,
+        }
         if let Err(e) = dispatcher.run(Heartbeat::from_env(), shutdown).await {
             error!(error = %e, "the dispatcher stopped on a storage fault");
             fault.cancel();

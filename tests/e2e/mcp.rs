@@ -72,8 +72,8 @@ fn confirm_only_pending(daemon: &TestDaemon) {
 async fn stdio_tools_are_deferred_confirmed_followed_and_restarted() {
     let files = tempfile::tempdir().unwrap();
     let daemon = TestDaemon::start_with(&stdio_server(files.path()));
-    // Ready before READY=1: the tools are there from the start.
-    assert_eq!(channel_state(&daemon, "mcp:notes").await, "ready (5 tools)");
+    // READY=1 does not wait for MCP servers (the first step does): the tools follow.
+    wait_for_state(&daemon, "mcp:notes", "ready (5 tools)").await;
 
     let listed = stdout(&daemon.cli(&["tools", "list", "--json"]));
     let lookup: Value = listed
@@ -170,10 +170,7 @@ async fn a_streamable_http_server_works_like_a_local_one() {
         ),
         &[("STEWARD_TEST_MCP_TOKEN", "t0ken")],
     );
-    assert_eq!(
-        channel_state(&daemon, "mcp:remote").await,
-        "ready (5 tools)"
-    );
+    wait_for_state(&daemon, "mcp:remote", "ready (5 tools)").await;
     let (ok, line) = call(&daemon, "remote_lookup", r#"{"word":"http"}"#);
     assert!(ok, "{line}");
     assert!(

@@ -3,8 +3,11 @@
 //! its tools live in the registry as the source `mcp:NAME` (see `tools` for how they are
 //! declared).
 //!
-//! - Start: the daemon waits (at most [`START_WAIT`]) for every server's first tool list
-//!   before it reports ready, so the first prompt already names them.
+//! - Start: the dispatcher waits (at most [`START_WAIT`]) for every server's first tool
+//!   list before its first step, so the first prompt already names them; READY=1 does not
+//!   wait (an MCP server is a process to spawn and a handshake — ~150 ms for a Python one,
+//!   most of a start with every channel), and input that arrives meanwhile is durable in
+//!   the inbox, merged at that first step.
 //! - `notifications/tools/list_changed`: the list is fetched again and the server's tools
 //!   are replaced as a whole. The prompt prefix does not change with it — a context view
 //!   keeps the tools it started with; `tool_search` sees the new ones at once.
@@ -41,13 +44,13 @@ use crate::supervisor::Supervisor;
 pub const START_WAIT: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-/// Starts each server as a channel of the supervisor and waits for their first lists (see
-/// the module docs).
-pub async fn start(
+/// Starts each server as a channel of the supervisor; the future returned resolves once
+/// each has its first list or [`START_WAIT`] passed (see the module docs).
+pub fn start(
     servers: &[McpServerConfig],
     registry: Arc<ToolRegistry>,
     supervisor: &Supervisor,
-) {
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     let settled: Vec<_> = servers
         .iter()
         .map(|server| {
@@ -58,12 +61,14 @@ pub async fn start(
             supervisor.start(&format!("mcp:{}", server.name), move |cx| run(source, cx))
         })
         .collect();
-    let all = futures_util::future::join_all(settled.into_iter().map(|s| s.wait(START_WAIT)));
-    if all.await.iter().any(|settled| !settled) {
-        warn!(
-            wait_secs = START_WAIT.as_secs(),
-            "some MCP servers are not ready yet; starting without their tools"
-        );
+    async move {
+        let all = futures_util::future::join_all(settled.into_iter().map(|s| s.wait(START_WAIT)));
+        if all.await.iter().any(|settled| !settled) {
+            warn!(
+                wait_secs = START_WAIT.as_secs(),
+                "some MCP servers are not ready yet; starting without their tools"
+            );
+        }
     }
 }
 
