@@ -172,6 +172,7 @@ impl StepRunner {
             direct.into_iter().zip(outcomes).collect()
         };
         let streaming = partial_answers(self.replies.clone(), events);
+        let answering = Answering::new(events);
         let run = match events.iter().find_map(|e| e.payload.sub_agent()) {
             Some(task) => steward_config::RunSettings {
                 max_model_calls_per_run: Some(task.max_model_calls),
@@ -221,7 +222,7 @@ impl StepRunner {
                 steward_events::Verdict::StopRun(reason) => {
                     let text = format!("I stopped here: {reason}.");
                     *last_message = Some(text.clone());
-                    self.stop(trajectory, step, view, events, text).await?;
+                    self.stop(trajectory, step, view, &answering, text).await?;
                     return Ok(StepEnd::Completed);
                 }
             }
@@ -255,7 +256,8 @@ impl StepRunner {
             flush.wait().await?;
             for message in turn.messages {
                 *last_message = Some(message.text.clone());
-                self.say(trajectory, step, view, events, message).await?;
+                self.say(trajectory, step, view, &answering, message)
+                    .await?;
             }
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
@@ -263,7 +265,7 @@ impl StepRunner {
             let calls = turn.tool_calls.iter().map(|c| (c.tool.as_str(), &c.args));
             if let Some(why) = guard.before_calls(calls) {
                 *last_message = Some(why.clone());
-                self.stop(trajectory, step, view, events, why).await?;
+                self.stop(trajectory, step, view, &answering, why).await?;
                 return Ok(StepEnd::Completed);
             }
             let outcomes = self
@@ -278,7 +280,7 @@ impl StepRunner {
                 .collect();
             if let Some(why) = guard.after_results(results.iter().map(String::as_str)) {
                 *last_message = Some(why.clone());
-                self.stop(trajectory, step, view, events, why).await?;
+                self.stop(trajectory, step, view, &answering, why).await?;
                 return Ok(StepEnd::Completed);
             }
             last_round = turn.tool_calls.into_iter().zip(outcomes).collect();
@@ -288,7 +290,7 @@ impl StepRunner {
             self.max_model_calls
         );
         *last_message = Some(text.clone());
-        self.stop(trajectory, step, view, events, text).await?;
+        self.stop(trajectory, step, view, &answering, text).await?;
         Ok(StepEnd::Completed)
     }
 
@@ -298,16 +300,16 @@ impl StepRunner {
         trajectory: &Trajectory,
         step: u64,
         view: &mut ContextView,
-        events: &[Event],
+        answering: &Answering<'_>,
         text: String,
     ) -> Result<(), StepError> {
         warn!(trajectory = %trajectory.id(), step, reason = %text, "a turn ended early");
         let message = AssistantMessage {
             text,
-            reply_to: events.iter().map(|e| e.id).collect(),
+            reply_to: answering.events.iter().map(|e| e.id).collect(),
             canned: true,
         };
-        self.say(trajectory, step, view, events, message).await
+        self.say(trajectory, step, view, answering, message).await
     }
 
     /// Today's spending, for the daily caps.
@@ -398,7 +400,7 @@ impl StepRunner {
         trajectory: &Trajectory,
         step: u64,
         view: &mut ContextView,
-        events: &[Event],
+        answering: &Answering<'_>,
         message: AssistantMessage,
     ) -> Result<(), StepError> {
         let AssistantMessage {
@@ -414,10 +416,7 @@ impl StepRunner {
                 canned,
             },
         )?);
-        let answered: Vec<&Event> = events
-            .iter()
-            .filter(|e| reply_to.is_empty() || reply_to.contains(&e.id))
-            .collect();
+        let answered = answering.answered(&reply_to);
         let message = NewMessage {
             text: text.clone(),
             origin: answered.first().map(|e| e.id),
@@ -426,7 +425,7 @@ impl StepRunner {
         };
         self.replies
             .announce(Announcement::Reply { text, reply_to });
-        if events.iter().any(|e| e.payload.sub_agent().is_some()) {
+        if answering.for_sub_agent {
             // A sub-agent answers the conversation that spawned it, not the owner.
             return Ok(());
         }
@@ -706,3 +705,79 @@ fn partial_answers(replies: ReplyHub, events: &[Event]) -> impl Fn(&str) + Send 
 
 /// How often a streaming answer's progress is announced.
 const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The events a step answers, indexed once per step: a step under load merges thousands of
+/// events, and the rules brain answers each with its own message — looking each answer's
+/// events up by scanning the batch made a step quadratic (webhooks at 2,000/s).
+struct Answering<'a> {
+    events: &'a [Event],
+    position: std::collections::HashMap<steward_events::EventId, usize>,
+    /// The step works for a sub-agent, which answers the conversation that spawned it.
+    for_sub_agent: bool,
+}
+
+impl<'a> Answering<'a> {
+    fn new(events: &'a [Event]) -> Self {
+        Self {
+            events,
+            position: events.iter().enumerate().map(|(i, e)| (e.id, i)).collect(),
+            for_sub_agent: events.iter().any(|e| e.payload.sub_agent().is_some()),
+        }
+    }
+
+    /// The events an answer replies to, in the order they arrived (all of them when it
+    /// names none).
+    fn answered(&self, reply_to: &[steward_events::EventId]) -> Vec<&'a Event> {
+        if reply_to.is_empty() {
+            return self.events.iter().collect();
+        }
+        let mut positions: Vec<usize> = reply_to
+            .iter()
+            .filter_map(|id| self.position.get(id).copied())
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        positions.iter().map(|&i| &self.events[i]).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use steward_events::{Payload, Sender, Source, Trust};
+
+    use super::*;
+
+    fn event(text: &str) -> Event {
+        Event::new(
+            Source::User,
+            "user:socket",
+            Sender {
+                identity: "uid:1000".into(),
+                authenticated_by: "unix-socket-peer".into(),
+            },
+            Trust::Owner,
+            Payload::Message { text: text.into() },
+        )
+    }
+
+    #[test]
+    fn an_answer_reaches_the_events_it_names_in_arrival_order() {
+        let events: Vec<Event> = ["a", "b", "c", "d"].iter().map(|t| event(t)).collect();
+        let answering = Answering::new(&events);
+        let texts = |answered: Vec<&Event>| -> Vec<String> {
+            answered
+                .iter()
+                .map(|e| e.payload.text().to_owned())
+                .collect()
+        };
+        let named = [
+            events[3].id,
+            events[1].id,
+            events[3].id,
+            event("elsewhere").id,
+        ];
+        assert_eq!(texts(answering.answered(&named)), ["b", "d"]);
+        assert_eq!(texts(answering.answered(&[])), ["a", "b", "c", "d"]);
+        assert!(!answering.for_sub_agent);
+    }
+}
