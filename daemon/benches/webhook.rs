@@ -4,6 +4,13 @@
 //! after. The load generator shares the machine's two cores with the daemon.
 //!
 //! Run: `cargo bench -p steward-daemon --bench webhook` (add `-- quick` for a short run).
+//!
+//! The same load generator drives another daemon for `scripts/side_by_side.py`:
+//! `… --bench webhook -- external URL SCHEME SECRET CONCURRENCY SECS` posts signed deliveries
+//! to URL and prints one line, `rate=… p50_ms=… p99_ms=… errors=…`. SCHEME is `github`
+//! (Steward's route: `X-Hub-Signature-256`, a unique `X-GitHub-Delivery`, answered 202 once
+//! durable) or `zeroclaw` (ZeroClaw's webhook channel: `X-Webhook-Signature: sha256=HEX`
+//! over a `{"sender","content"}` body, answered 200 once queued).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
 use std::process::Child;
@@ -26,44 +33,101 @@ fn start() -> (Child, tempfile::TempDir, String) {
     (child, dir, format!("http://{address}/hooks/gh"))
 }
 
-/// Posts for `secs` seconds with `concurrency` workers; returns (deliveries/s, latencies,
-/// peak RSS during).
-async fn load(url: &str, pid: u32, concurrency: usize, secs: u64) -> (f64, Vec<Duration>, f64) {
+/// How deliveries are signed and what answer means "accepted".
+#[derive(Clone, Copy, PartialEq)]
+enum Scheme {
+    GitHub,
+    ZeroClaw,
+}
+
+impl Scheme {
+    fn parse(name: &str) -> Self {
+        match name {
+            "github" => Self::GitHub,
+            "zeroclaw" => Self::ZeroClaw,
+            other => panic!("unknown signing scheme {other:?}: github or zeroclaw"),
+        }
+    }
+
+    fn accepted(self) -> u16 {
+        match self {
+            Self::GitHub => 202,
+            Self::ZeroClaw => 200,
+        }
+    }
+
+    /// Delivery `n`: its body and headers.
+    fn delivery(self, secret: &str, n: u64) -> (String, Vec<(&'static str, String)>) {
+        let sign = |body: &str| to_hex(&hmac_sha256(secret.as_bytes(), body.as_bytes()));
+        match self {
+            Self::GitHub => {
+                let body = r#"{"repository":{"full_name":"me/steward"},"ref":"refs/heads/main"}"#
+                    .to_owned();
+                let headers = vec![
+                    ("X-Hub-Signature-256", format!("sha256={}", sign(&body))),
+                    ("X-GitHub-Delivery", format!("bench-{n}")),
+                ];
+                (body, headers)
+            }
+            Self::ZeroClaw => {
+                let body = format!(
+                    r#"{{"sender":"bench","content":"push to me/steward refs/heads/main #{n}"}}"#
+                );
+                let headers = vec![
+                    ("X-Webhook-Signature", format!("sha256={}", sign(&body))),
+                    ("Content-Type", "application/json".to_owned()),
+                ];
+                (body, headers)
+            }
+        }
+    }
+}
+
+/// Posts for `secs` seconds with `concurrency` workers; returns (deliveries/s, latencies of
+/// accepted deliveries, peak RSS during, deliveries not accepted).
+async fn load(
+    url: &str,
+    pid: u32,
+    scheme: Scheme,
+    secret: &str,
+    concurrency: usize,
+    secs: u64,
+) -> (f64, Vec<Duration>, f64, u64) {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()
         .unwrap();
-    let body = r#"{"repository":{"full_name":"me/steward"},"ref":"refs/heads/main"}"#;
-    let signature = format!(
-        "sha256={}",
-        to_hex(&hmac_sha256(SECRET.as_bytes(), body.as_bytes()))
-    );
+    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let (client, url, signature, counter) = (
+        let (client, url, secret, counter, errors) = (
             client.clone(),
             url.to_owned(),
-            signature.clone(),
+            secret.to_owned(),
             counter.clone(),
+            errors.clone(),
         );
         workers.spawn(async move {
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
                 let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (body, headers) = scheme.delivery(&secret, n);
+                let mut request = client.post(&url).body(body);
+                for (name, value) in headers {
+                    request = request.header(name, value);
+                }
                 let sent = Instant::now();
-                let response = client
-                    .post(&url)
-                    .header("X-Hub-Signature-256", &signature)
-                    .header("X-GitHub-Delivery", format!("bench-{n}"))
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(response.status(), 202);
-                latencies.push(sent.elapsed());
+                match request.send().await {
+                    Ok(response) if response.status() == scheme.accepted() => {
+                        latencies.push(sent.elapsed());
+                    }
+                    _ => {
+                        errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
             }
             latencies
         });
@@ -83,22 +147,62 @@ async fn load(url: &str, pid: u32, concurrency: usize, secs: u64) -> (f64, Vec<D
     }
     let elapsed = started.elapsed().as_secs_f64();
     all.sort();
-    (all.len() as f64 / elapsed, all, peak)
+    let errors = errors.load(std::sync::atomic::Ordering::Relaxed);
+    (all.len() as f64 / elapsed, all, peak, errors)
+}
+
+/// `external URL SCHEME SECRET CONCURRENCY SECS`: load another process's endpoint.
+fn external(runtime: &tokio::runtime::Runtime, args: &[String]) {
+    let [url, scheme, secret, concurrency, secs] = args else {
+        panic!("usage: external URL SCHEME SECRET CONCURRENCY SECS");
+    };
+    let (rate, latencies, _, errors) = runtime.block_on(load(
+        url,
+        std::process::id(),
+        Scheme::parse(scheme),
+        secret,
+        concurrency.parse().unwrap(),
+        secs.parse().unwrap(),
+    ));
+    let at = |p| {
+        if latencies.is_empty() {
+            f64::NAN
+        } else {
+            percentile(&latencies, p).as_secs_f64() * 1000.0
+        }
+    };
+    println!(
+        "rate={rate:.0} p50_ms={:.3} p99_ms={:.3} errors={errors}",
+        at(0.5),
+        at(0.99)
+    );
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "quick");
     let secs = if quick { 3 } else { 10 };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    if let Some(at) = args.iter().position(|a| a == "external") {
+        return external(&runtime, &args[at + 1..]);
+    }
     for concurrency in [16, 64] {
         let (mut daemon, _dir, url) = start();
         std::thread::sleep(Duration::from_secs(1));
         let idle = status_mb(daemon.id(), "VmRSS:");
-        let (rate, latencies, peak) = runtime.block_on(load(&url, daemon.id(), concurrency, secs));
+        let (rate, latencies, peak, errors) = runtime.block_on(load(
+            &url,
+            daemon.id(),
+            Scheme::GitHub,
+            SECRET,
+            concurrency,
+            secs,
+        ));
+        assert_eq!(errors, 0, "every delivery is accepted");
         std::thread::sleep(Duration::from_secs(5));
         let after = status_mb(daemon.id(), "VmRSS:");
         println!(
