@@ -866,3 +866,36 @@ async fn clients_trickling_headers_are_cut_off_and_connections_are_capped() {
         );
     }
 }
+
+/// Without a model, a delivery is merged and nobody is told "no model is configured" about
+/// it (a burst of webhooks made as many messages for the owner); the owner still is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_a_delivery_is_recorded_and_only_the_owner_is_answered() {
+    let daemon = start("");
+    let client = reqwest::Client::new();
+    let base = base(&daemon);
+    let body = r#"{"repository":{"full_name":"me/steward"}}"#;
+    let response = github_post(&client, &base, "quiet-1", body, GITHUB_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    daemon
+        .wait_for_events("the delivery merged", |events| {
+            events
+                .iter()
+                .any(|e| e.channel == "webhook:gh" && e.state == "merged")
+        })
+        .await;
+    let answered = daemon.cli(&["send", "--wait", "hello"]);
+    assert!(
+        crate::support::stdout(&answered).contains("No model is configured"),
+        "{answered:?}"
+    );
+    let outbox = crate::support::stdout(&daemon.cli(&["outbox", "--json"]));
+    assert_eq!(
+        outbox.lines().count(),
+        1,
+        "one answer, to the owner: {outbox}"
+    );
+}

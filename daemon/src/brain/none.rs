@@ -7,12 +7,15 @@
 //! (`Reminder (tea): make tea`), so a job set without a model still reaches its owner; a
 //! job with an `action` says nothing more than its call's outcome.
 //! Events from side lanes and the daemon's own notices get no answer: nobody waits on
-//! them.
+//! them. Nor does anything the owner did not send (a webhook delivery, a file change, mail
+//! from someone else): "no model is configured" told to the owner for each of them was
+//! noise (thousands of messages under a burst of webhooks), and text from outside is never
+//! read as a command.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus};
+use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus, Trust};
 
 use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
 use crate::status::StatusBoard;
@@ -52,6 +55,9 @@ impl NoneBrain {
                 .unwrap_or(&event.channel);
             turn.messages
                 .push(reply(format!("Reminder ({job}): {text}")));
+            return;
+        }
+        if event.trust != Trust::Owner {
             return;
         }
         let command = text.split_whitespace().next().unwrap_or("");
