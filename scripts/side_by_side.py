@@ -189,7 +189,7 @@ owners = [1]
 def zeroclaw(binary, loadgen, run):
     """One run of ZeroClaw; returns its figures."""
     home = tempfile.mkdtemp(prefix="sbs-zeroclaw-")
-    watched = tempfile.mkdtemp(prefix="sbs-watched-", dir=os.path.expanduser("~"))
+    watched = tempfile.mkdtemp(prefix="sbs-watched-")
     try:
         user = f"sbs-zc-{os.getpid()}-{run}@example.test"
         gateway, hook = free_port(), free_port()
