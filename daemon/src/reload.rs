@@ -39,7 +39,8 @@ use crate::supervisor::Supervisor;
 pub struct Reloader {
     pub path: Option<PathBuf>,
     /// The configuration the daemon started with: sections only a restart applies are
-    /// compared against it.
+    /// compared against it. Without its jobs (`cron` is empty here and in `live`): a
+    /// reload reconciles the new file's jobs into the store, never against these.
     pub started: Config,
     /// The configuration of the restartable sections now running.
     pub live: Config,
