@@ -37,7 +37,9 @@ use support::{cpu_time, model, ms, percentile, spawn_daemon, status_mb};
 struct Plan {
     calls_left: usize,
     tool: &'static str,
-    args: Value,
+    /// The arguments of the call made with `calls_left` calls left. Steward ends a turn
+    /// when the same call comes a third time, so a long turn must vary them.
+    args: fn(usize) -> Value,
     /// How long the model "thinks" before answering. Steward overlaps durable writes with
     /// the model call (a step's merge is flushed while the model works); a model that
     /// answers in microseconds would put that fsync back on the measured path, which no
@@ -83,10 +85,9 @@ impl ModelServer {
 }
 
 fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
-    let Some(request) = model::read_request(&stream) else {
+    let Some((request, received)) = model::read_request_at(&stream) else {
         return;
     };
-    let received = Instant::now();
     let size = request.to_string().len();
     let summarizing = model::is_summary_request(&request);
     let latency = plan.lock().unwrap().latency;
@@ -95,7 +96,7 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
         let mut plan = plan.lock().unwrap();
         (!summarizing && plan.calls_left > 0).then(|| {
             plan.calls_left -= 1;
-            (plan.tool, plan.args.clone())
+            (plan.tool, (plan.args)(plan.calls_left))
         })
     };
     let (events, is_call) = match call {
@@ -177,7 +178,7 @@ async fn own_time(turns: usize) -> OwnTime {
     let server = ModelServer::start(Plan {
         calls_left: 0,
         tool: "echo",
-        args: json!({"text": "hello"}),
+        args: |_| json!({"text": "hello"}),
         latency: Duration::from_millis(20),
     });
     let daemon = Daemon::start(server.port, "");
@@ -226,7 +227,7 @@ async fn scheduled_runs(history: usize, runs: usize) -> (f64, f64, usize) {
     let server = ModelServer::start(Plan {
         calls_left: 0,
         tool: "echo",
-        args: json!({"text": "hello"}),
+        args: |_| json!({"text": "hello"}),
         latency: Duration::ZERO,
     });
     let daemon = Daemon::start(
@@ -267,12 +268,14 @@ async fn scheduled_runs(history: usize, runs: usize) -> (f64, f64, usize) {
     )
 }
 
-/// Peak RSS during one turn of `calls` calls to `fs_read` of a 20 KB file.
+/// Peak RSS during one turn of `calls` calls to `fs_read` of a 20 KB file (17–20 KB each).
 async fn peak_rss(calls: usize, extra_config: &str) -> (f64, f64, usize, Duration) {
     let server = ModelServer::start(Plan {
         calls_left: 0,
         tool: "fs_read",
-        args: json!({"path": "big.txt"}),
+        // Each call starts one line further (the file has 315 lines), so that every result
+        // is new to the loop guard: 17 to 20 KB each.
+        args: |left| json!({"path": "big.txt", "offset": 1 + left}),
         latency: Duration::ZERO,
     });
     let config = format!(

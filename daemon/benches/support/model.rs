@@ -8,6 +8,12 @@ use serde_json::{Value, json};
 
 /// Reads one HTTP request and returns its JSON body; `None` when the peer closed first.
 pub fn read_request(stream: &TcpStream) -> Option<Value> {
+    read_request_at(stream).map(|(request, _)| request)
+}
+
+/// [`read_request`], and when its last byte had been read: what a model server receives is
+/// bytes, and the time this (optimised-for-size) bench takes to parse them is not Steward's.
+pub fn read_request_at(stream: &TcpStream) -> Option<(Value, tokio::time::Instant)> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut length = 0;
     loop {
@@ -26,7 +32,8 @@ pub fn read_request(stream: &TcpStream) -> Option<Value> {
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
+    let read = tokio::time::Instant::now();
+    Some((serde_json::from_slice(&body).ok()?, read))
 }
 
 /// Whether the request is the daemon asking for a summary (compaction), not a turn.

@@ -23,7 +23,7 @@ use super::BrainError;
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
 use super::transport::{
-    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
+    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, ToolsJson, Wire, parse_chunk,
 };
 use steward_events::TokenUsage;
 
@@ -34,6 +34,7 @@ pub struct AnthropicBrain {
     endpoint: Endpoint,
     model: String,
     max_tokens: u64,
+    tools: ToolsJson,
 }
 
 impl AnthropicBrain {
@@ -50,6 +51,7 @@ impl AnthropicBrain {
             )?,
             model: config.model.clone(),
             max_tokens: config.max_output_tokens,
+            tools: ToolsJson::default(),
         })
     }
 }
@@ -83,13 +85,11 @@ impl Wire for AnthropicBrain {
             }],
             messages,
             stream: true,
-            tools: prompt::shown_tools(tools)
-                .map(|t| Tool {
-                    name: &t.name,
-                    description: prompt::tool_description(t),
-                    input_schema: &t.parameters,
-                })
-                .collect(),
+            tools: self.tools.get(tools, |t| Tool {
+                name: &t.name,
+                description: prompt::tool_description(t),
+                input_schema: &t.parameters,
+            })?,
         };
         super::transport::encode(&request)
     }
@@ -103,8 +103,9 @@ struct Request<'a> {
     system: [SystemBlock<'a>; 1],
     messages: Vec<Message<'a>>,
     stream: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Tool<'a>>,
+    /// The [`Tool`]s, serialized once per tool set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Clone, Copy, Serialize)]

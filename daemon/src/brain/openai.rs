@@ -18,7 +18,7 @@ use super::BrainError;
 use super::prompt::{self, Turn};
 use super::sse::SseEvent;
 use super::transport::{
-    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, Wire, parse_chunk,
+    Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, ToolsJson, Wire, parse_chunk,
 };
 use steward_events::TokenUsage;
 
@@ -26,6 +26,7 @@ use steward_events::TokenUsage;
 pub struct OpenAiBrain {
     endpoint: Endpoint,
     model: String,
+    tools: ToolsJson,
 }
 
 impl OpenAiBrain {
@@ -41,6 +42,7 @@ impl OpenAiBrain {
                 config.timeout,
             )?,
             model: config.model.clone(),
+            tools: ToolsJson::default(),
         })
     }
 }
@@ -71,16 +73,14 @@ impl Wire for OpenAiBrain {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            tools: prompt::shown_tools(tools)
-                .map(|t| Function {
-                    kind: "function",
-                    function: FunctionDef {
-                        name: &t.name,
-                        description: prompt::tool_description(t),
-                        parameters: &t.parameters,
-                    },
-                })
-                .collect(),
+            tools: self.tools.get(tools, |t| Function {
+                kind: "function",
+                function: FunctionDef {
+                    name: &t.name,
+                    description: prompt::tool_description(t),
+                    parameters: &t.parameters,
+                },
+            })?,
         };
         super::transport::encode(&request)
     }
@@ -93,8 +93,9 @@ struct Request<'a> {
     messages: Vec<Message<'a>>,
     stream: bool,
     stream_options: StreamOptions,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Function<'a>>,
+    /// The [`Function`]s, serialized once per tool set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Serialize)]

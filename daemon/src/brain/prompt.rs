@@ -12,7 +12,9 @@
 //! one side share a turn; the conversation starts with a user turn.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
+use chrono::{Datelike, Timelike};
 use chrono_tz::Tz;
 use serde_json::Value;
 use steward_events::{ItemKind, ToolStatus, TrajectoryItem, Trust};
@@ -105,30 +107,69 @@ fn render_event(item: &TrajectoryItem, zone: Tz) -> Option<String> {
     else {
         return None;
     };
-    let local = |at: &chrono::DateTime<chrono::Utc>| at.with_timezone(&zone);
-    let arrived = local(&item.at);
-    let mut when = format!(
-        "{} {zone}, {}",
-        arrived.format("%Y-%m-%d %H:%M"),
-        arrived.format("%A")
-    );
-    if let Some(due) = occurred_at {
-        when.push_str(&format!(", due {}", local(due).format("%Y-%m-%d %H:%M")));
-    }
-    let body = if *trust == Trust::Owner {
-        text.clone()
-    } else {
-        let clean = SPECIAL_TOKENS
-            .iter()
-            .fold(text.clone(), |t, token| t.replace(token, ""));
-        format!("<untrusted-content>\n{clean}\n</untrusted-content>")
-    };
-    Some(format!(
-        "[{} {channel} from {} ({}) · {when}]\n{body}",
+    // Written straight into one buffer: every event of the history is rendered for every
+    // model call, and chrono's `format` parses its pattern each time.
+    let mut out = String::with_capacity(text.len() + 160);
+    // Writing into a String cannot fail.
+    let _ = write!(
+        out,
+        "[{} {channel} from {} ({}) · ",
         source.as_str(),
         sender.identity,
         trust.as_str()
-    ))
+    );
+    let arrived = item.at.with_timezone(&zone);
+    push_minute(&mut out, &arrived);
+    let _ = write!(out, " {zone}, {}", weekday_name(arrived.weekday()));
+    if let Some(due) = occurred_at {
+        out.push_str(", due ");
+        push_minute(&mut out, &due.with_timezone(&zone));
+    }
+    out.push_str("]\n");
+    if *trust == Trust::Owner {
+        out.push_str(text);
+    } else {
+        let clean = SPECIAL_TOKENS
+            .iter()
+            .fold(Cow::Borrowed(text.as_str()), |t, token| {
+                if t.contains(token) {
+                    Cow::Owned(t.replace(token, ""))
+                } else {
+                    t
+                }
+            });
+        out.push_str("<untrusted-content>\n");
+        out.push_str(&clean);
+        out.push_str("\n</untrusted-content>");
+    }
+    Some(out)
+}
+
+/// The weekday as `%A` writes it.
+fn weekday_name(day: chrono::Weekday) -> &'static str {
+    use chrono::Weekday::*;
+    match day {
+        Mon => "Monday",
+        Tue => "Tuesday",
+        Wed => "Wednesday",
+        Thu => "Thursday",
+        Fri => "Friday",
+        Sat => "Saturday",
+        Sun => "Sunday",
+    }
+}
+
+/// `2026-12-01 14:03`.
+fn push_minute(out: &mut String, at: &chrono::DateTime<Tz>) {
+    let _ = write!(
+        out,
+        "{:04}-{:02}-{:02} {:02}:{:02}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute()
+    );
 }
 
 fn render_summary(text: &str) -> String {

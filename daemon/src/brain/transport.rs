@@ -338,6 +338,40 @@ pub trait Wire: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<u8>, BrainError>;
 }
 
+/// A request's `tools` array, serialized once per tool set.
+///
+/// The schemas are most of a short conversation's request, and they change only when the
+/// tool set does (an MCP server's list, a compaction); serializing them for every call was a
+/// third of Steward's own time per call. The last tool set is kept with its JSON and compared
+/// by value, so a changed schema can never be sent stale.
+#[derive(Debug, Default)]
+pub struct ToolsJson(std::sync::Mutex<Option<(Vec<ToolSpec>, Box<serde_json::value::RawValue>)>>);
+
+impl ToolsJson {
+    /// The shown tools of `tools`, each as `render` makes it, as one JSON array; `None` when
+    /// no schema is shown (the field is then left out).
+    pub fn get<'t, T: serde::Serialize>(
+        &self,
+        tools: &'t [ToolSpec],
+        render: impl Fn(&'t ToolSpec) -> T,
+    ) -> Result<Option<Box<serde_json::value::RawValue>>, BrainError> {
+        if prompt::shown_tools(tools).next().is_none() {
+            return Ok(None);
+        }
+        let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, json)) = last.as_ref()
+            && seen.as_slice() == tools
+        {
+            return Ok(Some(json.clone()));
+        }
+        let rendered: Vec<T> = prompt::shown_tools(tools).map(render).collect();
+        let json = serde_json::value::to_raw_value(&rendered)
+            .map_err(|e| BrainError::Rejected(format!("cannot encode the tools: {e}")))?;
+        *last = Some((tools.to_vec(), json.clone()));
+        Ok(Some(json))
+    }
+}
+
 /// Serializes a request body straight from its borrowed parts (no JSON tree in between:
 /// a conversation can be megabytes).
 pub fn encode(request: &impl serde::Serialize) -> Result<Vec<u8>, BrainError> {
@@ -394,6 +428,51 @@ fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tools_are_serialized_again_only_when_they_change() {
+        use std::cell::Cell;
+        use steward_tools::Tier;
+        let spec = |name: &str, tier| ToolSpec {
+            name: name.into(),
+            description: format!("{name} things"),
+            parameters: serde_json::json!({"type": "object"}),
+            usage_guidance: None,
+            tier,
+        };
+        let cache = ToolsJson::default();
+        let renders = Cell::new(0);
+        let render = |t: &ToolSpec| {
+            renders.set(renders.get() + 1);
+            serde_json::json!({"name": t.name, "schema": t.parameters})
+        };
+        let json = |tools: &[ToolSpec]| {
+            cache
+                .get(tools, render)
+                .unwrap()
+                .map(|raw| raw.get().to_owned())
+        };
+        let mut tools = vec![spec("fs_read", Tier::Core), spec("cal_add", Tier::Deferred)];
+        let first = json(&tools);
+        assert_eq!(
+            first.as_deref(),
+            Some(r#"[{"name":"fs_read","schema":{"type":"object"}}]"#),
+            "only shown tools"
+        );
+        assert_eq!(
+            json(&tools.clone()),
+            first,
+            "an equal tool set, from elsewhere"
+        );
+        assert_eq!(renders.get(), 1, "served from the cache");
+        tools[0].parameters = serde_json::json!({"type": "object", "required": ["path"]});
+        assert_eq!(
+            json(&tools).as_deref(),
+            Some(r#"[{"name":"fs_read","schema":{"required":["path"],"type":"object"}}]"#),
+            "a changed schema is never sent stale"
+        );
+        assert_eq!(json(&tools[1..]), None, "no shown tool: no field");
+    }
 
     #[test]
     fn the_content_type_says_how_the_answer_comes() {
