@@ -1,6 +1,7 @@
 //! Brain benchmarks (targets from the brain issue; figures, not assertions), on the real
-//! `steward` binary talking to a local model server that speaks OpenAI's streaming protocol
-//! and answers instantly, so that what is measured is Steward's own time:
+//! `steward` binary talking to a local model server that speaks OpenAI's streaming protocol,
+//! answers at once and keeps connections open (as providers do), so that what is measured
+//! is Steward's own time:
 //! - event in → request written: the owner's message sent on the socket until the model
 //!   server has read the whole first request (includes the durable inbox write);
 //! - response complete → next request written: the server's last byte of a tool-call answer
@@ -84,10 +85,20 @@ impl ModelServer {
     }
 }
 
+/// Answers the requests of one connection (see [`model`]) until the daemon closes it.
 fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
-    let Some((request, received)) = model::read_request_at(&stream) else {
-        return;
-    };
+    while let Some((request, received)) = model::read_request_at(&stream) {
+        answer(&stream, request, received, log, plan);
+    }
+}
+
+fn answer(
+    stream: &TcpStream,
+    request: Value,
+    received: Instant,
+    log: &Mutex<Timeline>,
+    plan: &Mutex<Plan>,
+) {
     let size = request.to_string().len();
     let summarizing = model::is_summary_request(&request);
     let latency = plan.lock().unwrap().latency;
@@ -107,7 +118,7 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
         ),
         None => (model::text("Done."), false),
     };
-    model::respond(&stream, &events).unwrap();
+    model::respond(stream, &events).unwrap();
     let answered = Instant::now();
     let mut log = log.lock().unwrap();
     log.received.push(received);

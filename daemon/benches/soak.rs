@@ -64,29 +64,30 @@ fn start_model(counts: Arc<ModelCounts>) -> u16 {
         for stream in listener.incoming().flatten() {
             let counts = counts.clone();
             std::thread::spawn(move || {
-                let Some(request) = model::read_request(&stream) else {
-                    return;
-                };
-                let last_role = request["messages"]
-                    .as_array()
-                    .and_then(|m| m.last())
-                    .and_then(|m| m["role"].as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                let events = if model::is_summary_request(&request) {
-                    counts.summaries.fetch_add(1, Ordering::Relaxed);
-                    model::text("Summary: the owner and a webhook sent numbered notes.")
-                } else if last_role == "tool" {
-                    counts.texts.fetch_add(1, Ordering::Relaxed);
-                    model::text("Noted.")
-                } else {
-                    let n = counts.tool_calls.fetch_add(1, Ordering::Relaxed);
-                    model::tool_call(
-                        "memory_write",
-                        &json!({"key": format!("soak-{}", n % 64), "value": format!("turn {n}")}),
-                    )
-                };
-                let _ = model::respond(&stream, &events);
+                while let Some(request) = model::read_request(&stream) {
+                    let last_role = request["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .and_then(|m| m["role"].as_str())
+                        .unwrap_or_default()
+                        .to_owned();
+                    let events = if model::is_summary_request(&request) {
+                        counts.summaries.fetch_add(1, Ordering::Relaxed);
+                        model::text("Summary: the owner and a webhook sent numbered notes.")
+                    } else if last_role == "tool" {
+                        counts.texts.fetch_add(1, Ordering::Relaxed);
+                        model::text("Noted.")
+                    } else {
+                        let n = counts.tool_calls.fetch_add(1, Ordering::Relaxed);
+                        model::tool_call(
+                            "memory_write",
+                            &json!({"key": format!("soak-{}", n % 64), "value": format!("turn {n}")}),
+                        )
+                    };
+                    if model::respond(&stream, &events).is_err() {
+                        return;
+                    }
+                }
             });
         }
     });

@@ -1,12 +1,16 @@
-//! The wire half of a scripted OpenAI-compatible model server for benchmarks: read one
-//! Chat Completions request from a connection, write a streamed (SSE) answer.
+//! The wire half of a scripted OpenAI-compatible model server for benchmarks: read a Chat
+//! Completions request from a connection, write a streamed (SSE) answer, and keep the
+//! connection open for the next request, as the providers' servers do (a server that
+//! closed every connection would put a TCP connect on every measured call).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-/// Reads one HTTP request and returns its JSON body; `None` when the peer closed first.
+/// Reads one HTTP request and returns its JSON body; `None` when the peer closed first. A
+/// client does not send its next request before the answer to this one, so nothing read
+/// ahead is lost between calls.
 pub fn read_request(stream: &TcpStream) -> Option<Value> {
     read_request_at(stream).map(|(request, _)| request)
 }
@@ -67,10 +71,12 @@ pub fn text(text: &str) -> String {
     chunk(json!({"role": "assistant", "content": text}), "stop")
 }
 
-/// Writes `events` as a complete streamed response and closes the connection.
+/// Writes `events` as a complete streamed response; the connection stays open.
 pub fn respond(mut stream: &TcpStream, events: &str) -> std::io::Result<()> {
+    let body = format!("{events}data: [DONE]\n\n");
     let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}data: [DONE]\n\n"
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     );
     stream.write_all(response.as_bytes())?;
     stream.flush()

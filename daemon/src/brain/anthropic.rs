@@ -20,7 +20,7 @@ use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
 
 use super::BrainError;
-use super::prompt::{self, Turn};
+use super::prompt::{self, JsonText, RenderMemo, Turn};
 use super::sse::SseEvent;
 use super::transport::{
     Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, ToolsJson, Wire, parse_chunk,
@@ -35,6 +35,7 @@ pub struct AnthropicBrain {
     model: String,
     max_tokens: u64,
     tools: ToolsJson,
+    memo: RenderMemo,
 }
 
 impl AnthropicBrain {
@@ -52,6 +53,7 @@ impl AnthropicBrain {
             model: config.model.clone(),
             max_tokens: config.max_output_tokens,
             tools: ToolsJson::default(),
+            memo: RenderMemo::default(),
         })
     }
 }
@@ -62,6 +64,10 @@ impl Wire for AnthropicBrain {
 
     fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    fn memo(&self) -> &RenderMemo {
+        &self.memo
     }
 
     /// The request body: tools and system (the cached prefix), then the messages.
@@ -149,7 +155,7 @@ struct Block<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum BlockBody<'a> {
     Text {
-        text: Cow<'a, str>,
+        text: JsonText,
     },
     ToolUse {
         id: &'a str,
@@ -158,7 +164,7 @@ enum BlockBody<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: Cow<'a, str>,
+        content: JsonText,
         is_error: bool,
     },
 }
@@ -193,7 +199,7 @@ fn render_turn(turn: Turn<'_>) -> Message<'_> {
             content: texts
                 .into_iter()
                 .map(|text| BlockBody::Text {
-                    text: Cow::Borrowed(text),
+                    text: JsonText::new(text),
                 })
                 .chain(calls.into_iter().map(|c| BlockBody::ToolUse {
                     id: c.id,

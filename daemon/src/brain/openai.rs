@@ -15,7 +15,7 @@ use steward_config::ModelConfig;
 use steward_tools::ToolSpec;
 
 use super::BrainError;
-use super::prompt::{self, Turn};
+use super::prompt::{self, JsonText, RenderMemo, Turn};
 use super::sse::SseEvent;
 use super::transport::{
     Answer, Endpoint, Failure, MAX_CALLS, PartialCall, StreamDecoder, ToolsJson, Wire, parse_chunk,
@@ -27,6 +27,7 @@ pub struct OpenAiBrain {
     endpoint: Endpoint,
     model: String,
     tools: ToolsJson,
+    memo: RenderMemo,
 }
 
 impl OpenAiBrain {
@@ -43,6 +44,7 @@ impl OpenAiBrain {
             )?,
             model: config.model.clone(),
             tools: ToolsJson::default(),
+            memo: RenderMemo::default(),
         })
     }
 }
@@ -53,6 +55,10 @@ impl Wire for OpenAiBrain {
 
     fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    fn memo(&self) -> &RenderMemo {
+        &self.memo
     }
 
     /// The request body: the stable prefix (system, tools), then the conversation.
@@ -110,7 +116,7 @@ enum Message<'a> {
         content: &'a str,
     },
     User {
-        content: Cow<'a, str>,
+        content: JsonText,
     },
     Assistant {
         content: Option<String>,
@@ -119,7 +125,7 @@ enum Message<'a> {
     },
     Tool {
         tool_call_id: &'a str,
-        content: Cow<'a, str>,
+        content: JsonText,
     },
 }
 

@@ -10,14 +10,24 @@
 //! a tool result whose call fell out of the window is dropped; a call without a result (the
 //! step was cancelled or the daemon stopped) gets a result saying so; consecutive items of
 //! one side share a turn; the conversation starts with a user turn.
+//!
+//! Events, summaries and tool results reach the providers already in JSON form
+//! ([`JsonText`]), and a [`RenderMemo`] keeps that form per trajectory item: an item never
+//! changes once written, yet the whole window is sent with every model call — rendering it
+//! afresh (a tool result serialized once as JSON, then escaped again as a string) was most
+//! of Steward's own time per call once history grew.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
+use chrono::{DateTime, Utc};
 use chrono::{Datelike, Timelike};
 use chrono_tz::Tz;
 use serde_json::Value;
-use steward_events::{ItemKind, ToolStatus, TrajectoryItem, Trust};
+use serde_json::value::RawValue;
+use steward_events::{ItemKind, ToolStatus, TrajectoryId, TrajectoryItem, Trust};
 use steward_tools::{Tier, ToolSpec};
 
 const SYSTEM_TEXT: &str = "You are Steward, a personal assistant that runs as a daemon for its owner. \
@@ -186,8 +196,8 @@ pub struct Call<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallResult<'a> {
     pub id: &'a str,
-    /// The JSON text the model reads: status, result and fix-up hint.
-    pub content: Cow<'a, str>,
+    /// The JSON text the model reads (status, result and fix-up hint), as a string.
+    pub content: JsonText,
     pub is_error: bool,
 }
 
@@ -198,7 +208,7 @@ pub enum Turn<'a> {
     /// Tool results (they answer the previous assistant turn's calls), then texts.
     User {
         results: Vec<CallResult<'a>>,
-        texts: Vec<Cow<'a, str>>,
+        texts: Vec<JsonText>,
     },
     Assistant {
         texts: Vec<&'a str>,
@@ -221,24 +231,142 @@ struct ResultText<'a> {
 const INTERRUPTED: &str =
     r#"{"status":"cancelled","result":"no result was recorded: the step was interrupted"}"#;
 
-/// The trajectory as alternating turns (see the module docs for the repairs made).
-pub fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
+/// Text in its JSON form — a string literal, quotes and escapes included — written into a
+/// request as is. Cloning it is cheap (the memo and a request share one copy).
+#[derive(Clone, Debug)]
+pub struct JsonText(Arc<RawValue>);
+
+impl JsonText {
+    pub fn new(text: &str) -> Self {
+        // A string always serializes; `null` is only a formality.
+        let literal =
+            serde_json::value::to_raw_value(text).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        Self(Arc::from(literal))
+    }
+
+    /// The text itself, unescaped (for tests and logs; requests use the JSON form).
+    pub fn text(&self) -> String {
+        serde_json::from_str(self.0.get()).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+/// The JSON text of an item that shows as text — an event, a summary, a tool result —
+/// or `None` for the other kinds.
+fn render_item(item: &TrajectoryItem, zone: Tz) -> Option<JsonText> {
+    let text = match &item.kind {
+        ItemKind::Event { .. } => render_event(item, zone)?,
+        ItemKind::Summary { text, .. } => render_summary(text),
+        ItemKind::ToolResult {
+            status,
+            result,
+            hint,
+            untrusted,
+            ..
+        } => serde_json::to_string(&ResultText {
+            status: *status,
+            untrusted: *untrusted,
+            result,
+            hint: hint.as_deref(),
+        })
+        .unwrap_or_default(),
+        ItemKind::Assistant { .. }
+        | ItemKind::ToolCall { .. }
+        | ItemKind::StepStarted { .. }
+        | ItemKind::StepCompleted
+        | ItemKind::StepCancelled { .. } => return None,
+    };
+    Some(JsonText::new(&text))
+}
+
+/// The rendered items of the trajectories a brain answered last (see the module docs),
+/// each trajectory's kept only for the items of its latest window.
+#[derive(Debug, Default)]
+pub struct RenderMemo {
+    state: Mutex<MemoState>,
+}
+
+/// Trajectories remembered: the main one and the side lanes running beside it.
+const MEMO_TRAJECTORIES: usize = 4;
+
+#[derive(Debug, Default)]
+struct MemoState {
+    /// The zone every remembered event was dated in.
+    zone: Option<Tz>,
+    /// Least recently answered first.
+    trajectories: Vec<(TrajectoryId, MemoItems)>,
+}
+
+/// Rendered items by seq, with the time each item was written: a seq is never reused
+/// while the daemon runs, and the time guards even against that.
+type MemoItems = HashMap<u64, (DateTime<Utc>, JsonText)>;
+
+impl RenderMemo {
+    /// The trajectory as alternating turns (see the module docs for the repairs made),
+    /// reusing what an earlier call rendered for this trajectory.
+    pub fn conversation<'h>(
+        &self,
+        trajectory: &TrajectoryId,
+        history: &'h [TrajectoryItem],
+        zone: Tz,
+    ) -> Vec<Turn<'h>> {
+        // Taken out while rendering, so that a lane's call never waits for the main one.
+        let mut earlier = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if state.zone != Some(zone) {
+                state.trajectories.clear();
+                state.zone = Some(zone);
+            }
+            let position = state.trajectories.iter().position(|(t, _)| t == trajectory);
+            position
+                .map(|p| state.trajectories.remove(p).1)
+                .unwrap_or_default()
+        };
+        let mut now = MemoItems::with_capacity(earlier.len() + 8);
+        let turns = regroup(history, &mut |item| {
+            let text = match earlier.remove(&item.seq) {
+                Some((at, text)) if at == item.at => text,
+                _ => render_item(item, zone)?,
+            };
+            now.insert(item.seq, (item.at, text.clone()));
+            Some(text)
+        });
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.zone == Some(zone) {
+            state.trajectories.push((trajectory.clone(), now));
+            if state.trajectories.len() > MEMO_TRAJECTORIES {
+                state.trajectories.remove(0);
+            }
+        }
+        turns
+    }
+}
+
+/// The trajectory as alternating turns (see the module docs for the repairs made), the
+/// items' text from `render` (see [`render_item`]).
+fn regroup<'h>(
+    history: &'h [TrajectoryItem],
+    render: &mut dyn FnMut(&'h TrajectoryItem) -> Option<JsonText>,
+) -> Vec<Turn<'h>> {
     let mut turns: Vec<Turn<'_>> = Vec::new();
     // Calls of the last assistant turn still waiting for their results, in call order.
     let mut open: Vec<&str> = Vec::new();
     for item in history {
         match &item.kind {
-            ItemKind::Event { .. } => {
+            ItemKind::Event { .. } | ItemKind::Summary { .. } => {
                 close_open_calls(&mut turns, &mut open);
-                user_turn(&mut turns)
-                    .1
-                    .extend(render_event(item, zone).map(Cow::Owned));
-            }
-            ItemKind::Summary { text, .. } => {
-                close_open_calls(&mut turns, &mut open);
-                user_turn(&mut turns)
-                    .1
-                    .push(Cow::Owned(render_summary(text)));
+                user_turn(&mut turns).1.extend(render(item));
             }
             // What the daemon wrote itself is not put in a model's mouth.
             ItemKind::Assistant { canned: true, .. } => {}
@@ -264,27 +392,19 @@ pub fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
                 });
             }
             ItemKind::ToolResult {
-                call_id,
-                status,
-                result,
-                hint,
-                untrusted,
-                ..
+                call_id, status, ..
             } => {
                 // A result whose call is not in view would be rejected by the API.
                 let Some(position) = open.iter().position(|id| id == call_id) else {
                     continue;
                 };
                 open.remove(position);
-                let content = ResultText {
-                    status: *status,
-                    untrusted: *untrusted,
-                    result,
-                    hint: hint.as_deref(),
+                let Some(content) = render(item) else {
+                    continue;
                 };
                 user_turn(&mut turns).0.push(CallResult {
                     id: call_id,
-                    content: Cow::Owned(serde_json::to_string(&content).unwrap_or_default()),
+                    content,
                     is_error: !matches!(status, ToolStatus::Ok | ToolStatus::Pending),
                 });
             }
@@ -314,13 +434,13 @@ fn close_open_calls<'a>(turns: &mut Vec<Turn<'a>>, open: &mut Vec<&'a str>) {
     for id in open.drain(..) {
         user_turn(turns).0.push(CallResult {
             id,
-            content: Cow::Borrowed(INTERRUPTED),
+            content: JsonText::new(INTERRUPTED),
             is_error: true,
         });
     }
 }
 
-type UserParts<'t, 'a> = (&'t mut Vec<CallResult<'a>>, &'t mut Vec<Cow<'a, str>>);
+type UserParts<'t, 'a> = (&'t mut Vec<CallResult<'a>>, &'t mut Vec<JsonText>);
 
 fn user_turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>) -> UserParts<'t, 'a> {
     if !matches!(turns.last(), Some(Turn::User { .. })) {
@@ -398,6 +518,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// The turns rendered without a memo.
+    fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
+        regroup(history, &mut |item| render_item(item, zone))
+    }
 
     fn item(seq: u64, kind: ItemKind) -> TrajectoryItem {
         TrajectoryItem {
@@ -558,6 +683,68 @@ mod tests {
                 .collect();
             assert_eq!(shape(&conversation(&items, Tz::UTC)), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn the_memo_renders_what_a_fresh_render_would_as_the_window_moves() {
+        let memo = RenderMemo::default();
+        let main = TrajectoryId::main();
+        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let mut items: Vec<TrajectoryItem> = Vec::new();
+        let mut seq = 0;
+        let mut push = |items: &mut Vec<TrajectoryItem>, kind| {
+            seq += 1;
+            items.push(item(seq, kind));
+        };
+        for round in 0..6 {
+            push(
+                &mut items,
+                event(&format!("request {round}"), Trust::Untrusted),
+            );
+            push(&mut items, call(&format!("c{round}")));
+            push(&mut items, result(&format!("c{round}")));
+            push(&mut items, assistant("done"));
+            // The window slides (compaction), and the zone changes once (a reload).
+            let window = &items[items.len().saturating_sub(6)..];
+            let zone = if round == 3 { Tz::UTC } else { berlin };
+            for _ in 0..2 {
+                let remembered = memo.conversation(&main, window, zone);
+                assert_eq!(remembered, conversation(window, zone), "round {round}");
+            }
+        }
+        // Only the latest window is kept.
+        let state = memo.state.lock().unwrap();
+        assert_eq!(state.trajectories.len(), 1);
+        assert!(state.trajectories[0].1.len() <= 6);
+        drop(state);
+
+        // An item written again under the same seq (never while the daemon runs) is not
+        // mistaken for the remembered one.
+        let mut rewritten = items[items.len() - 4].clone();
+        rewritten.at += chrono::Duration::seconds(1);
+        rewritten.kind = event("another request", Trust::Owner);
+        let window = [rewritten];
+        let turns = memo.conversation(&main, &window, berlin);
+        let Turn::User { texts, .. } = &turns[0] else {
+            panic!("{turns:?}")
+        };
+        assert!(texts[0].text().ends_with("another request"), "{turns:?}");
+    }
+
+    #[test]
+    fn json_text_is_written_into_requests_as_an_escaped_string() {
+        let text = JsonText::new("say \"hi\"\n\u{1}é");
+        #[derive(serde::Serialize)]
+        struct Message {
+            content: JsonText,
+        }
+        let wire = serde_json::to_string(&Message {
+            content: text.clone(),
+        })
+        .unwrap();
+        let back: Value = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back["content"], "say \"hi\"\n\u{1}é");
+        assert_eq!(text.text(), "say \"hi\"\n\u{1}é");
     }
 
     #[test]

@@ -329,6 +329,9 @@ pub trait Wire: Send + Sync + std::fmt::Debug + 'static {
 
     fn endpoint(&self) -> &Endpoint;
 
+    /// What this brain rendered of the trajectories it answered last.
+    fn memo(&self) -> &prompt::RenderMemo;
+
     /// The request body, serialized: the stable prefix (tools, system), then the turns.
     fn request_body(
         &self,
@@ -398,7 +401,8 @@ fn respond<'a, W: Wire>(wire: &'a W, input: BrainInput<'a>) -> BrainFuture<'a> {
     Box::pin(async move {
         let body = wire.request_body(
             &prompt::system_text(input.tools, input.skills),
-            prompt::conversation(input.history, input.zone),
+            wire.memo()
+                .conversation(input.trajectory, input.history, input.zone),
             input.tools,
         )?;
         let answer = wire
@@ -414,7 +418,7 @@ fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
     Box::pin(async move {
         let turns = vec![Turn::User {
             results: Vec::new(),
-            texts: vec![transcript.into()],
+            texts: vec![prompt::JsonText::new(&transcript)],
         }];
         let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[])?;
         let answer = wire.endpoint().stream::<W::Decoder>(body, None).await?;

@@ -72,10 +72,12 @@ struct Timer {
     cx: ChannelContext,
 }
 
+/// Every active job's next occurrence, soonest first.
+type Queue = BTreeSet<(DateTime<Utc>, String)>;
+
 impl Timer {
     async fn serve(&self) -> Result<(), StoreError> {
-        self.catch_up(Utc::now()).await?;
-        let mut queue = self.queue()?;
+        let mut queue = self.catch_up(Utc::now()).await?;
         loop {
             let now = Utc::now();
             while let Some((at, name)) = queue.first().cloned() {
@@ -115,8 +117,8 @@ impl Timer {
     /// Every active job's next occurrence after its cursor, soonest first. Kept in memory
     /// and changed one job at a time, so thousands of idle jobs cost nothing between their
     /// occurrences; rebuilt when jobs are changed by hand.
-    fn queue(&self) -> Result<BTreeSet<(DateTime<Utc>, String)>, StoreError> {
-        let mut queue = BTreeSet::new();
+    fn queue(&self) -> Result<Queue, StoreError> {
+        let mut queue = Queue::new();
         for job in self.jobs.jobs.iter() {
             let job = job?;
             if let Some(next) = next_occurrence(&job) {
@@ -126,8 +128,11 @@ impl Timer {
         Ok(queue)
     }
 
-    /// Handles what fell due while the daemon was down (see the module docs).
-    async fn catch_up(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// Handles what fell due while the daemon was down (see the module docs), and returns
+    /// the queue ([`Self::queue`]) — in the same pass, so that each schedule is parsed once
+    /// on start (parsing was most of the start-up work with thousands of jobs).
+    async fn catch_up(&self, now: DateTime<Utc>) -> Result<Queue, StoreError> {
+        let mut queue = Queue::new();
         for job in self.jobs.jobs.iter() {
             let mut job = job?;
             if !job.active() {
@@ -137,8 +142,12 @@ impl Timer {
                 warn!(job = %job.spec.name, schedule = %job.spec.schedule, "a stored job has a schedule that no longer parses; it is skipped");
                 continue;
             };
-            let due = schedule.between(job.cursor, now, job.zone(), MAX_CATCH_UP + 1);
+            let zone = job.zone();
+            let due = schedule.between(job.cursor, now, zone, MAX_CATCH_UP + 1);
             if due.is_empty() {
+                if let Some(next) = schedule.next_after(job.cursor, zone) {
+                    queue.insert((next, job.spec.name));
+                }
                 continue;
             }
             let beyond = due.len().saturating_sub(MAX_CATCH_UP);
@@ -170,8 +179,11 @@ impl Timer {
                 job.cursor = job.cursor.max(if beyond > 0 { now } else { *last });
             }
             self.save_or_retire(&job, &schedule)?;
+            if let Some(next) = schedule.next_after(job.cursor, zone) {
+                queue.insert((next, job.spec.name));
+            }
         }
-        Ok(())
+        Ok(queue)
     }
 
     /// Claims the occurrence; the job as saved, or `None` when it has nothing left.
