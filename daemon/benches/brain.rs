@@ -92,6 +92,7 @@ fn serve(stream: TcpStream, log: &Mutex<Timeline>, plan: &Mutex<Plan>) {
     }
 }
 
+/// Answers one request as the plan says, and logs when it came and when it was answered.
 fn answer(
     stream: &TcpStream,
     request: Value,

@@ -22,8 +22,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
-use chrono::{Datelike, Timelike};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use chrono_tz::Tz;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -244,8 +243,9 @@ impl JsonText {
         Self(Arc::from(literal))
     }
 
-    /// The text itself, unescaped (for tests and logs; requests use the JSON form).
-    pub fn text(&self) -> String {
+    /// The text itself, unescaped (requests use the JSON form).
+    #[cfg(test)]
+    fn text(&self) -> String {
         serde_json::from_str(self.0.get()).unwrap_or_default()
     }
 }

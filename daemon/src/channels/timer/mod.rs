@@ -88,8 +88,9 @@ impl Timer {
                 let Some(job) = self.jobs.jobs.get(&name)? else {
                     continue;
                 };
-                if let Some(job) = self.fire(job, at).await?
-                    && let Some(next) = next_occurrence(&job)
+                let active = job.active();
+                if let Some(next) = self.fire(job, at).await?
+                    && active
                 {
                     queue.insert((next, name));
                 }
@@ -178,22 +179,20 @@ impl Timer {
             if let Some(last) = due.last() {
                 job.cursor = job.cursor.max(if beyond > 0 { now } else { *last });
             }
-            self.save_or_retire(&job, &schedule)?;
-            if let Some(next) = schedule.next_after(job.cursor, zone) {
+            if let Some(next) = self.save_or_retire(&job, &schedule)? {
                 queue.insert((next, job.spec.name));
             }
         }
         Ok(queue)
     }
 
-    /// Claims the occurrence; the job as saved, or `None` when it has nothing left.
-    async fn fire(&self, job: Job, at: DateTime<Utc>) -> Result<Option<Job>, StoreError> {
+    /// Claims the occurrence; the job's next one, or `None` when it has nothing left.
+    async fn fire(&self, job: Job, at: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, StoreError> {
         let Ok(schedule) = job.schedule() else {
             return Ok(None);
         };
         let job = self.claim(job, at).await?;
-        self.save_or_retire(&job, &schedule)?;
-        Ok(Some(job).filter(|job| schedule.next_after(job.cursor, job.zone()).is_some()))
+        self.save_or_retire(&job, &schedule)
     }
 
     /// Submits the occurrence's event unless it was claimed already, and moves the cursor.
@@ -235,14 +234,21 @@ impl Timer {
         Ok(())
     }
 
-    /// Saves the job, or removes it when its schedule has nothing left (a past `at`).
-    fn save_or_retire(&self, job: &Job, schedule: &schedule::Schedule) -> Result<(), StoreError> {
-        if schedule.next_after(job.cursor, job.zone()).is_none() {
+    /// Saves the job and returns its next occurrence, or removes it when its schedule has
+    /// nothing left (a past `at`).
+    fn save_or_retire(
+        &self,
+        job: &Job,
+        schedule: &schedule::Schedule,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let next = schedule.next_after(job.cursor, job.zone());
+        if next.is_none() {
             info!(job = %job.spec.name, "the job has no occurrence left; removed");
             self.jobs.jobs.remove(&job.spec.name)?;
-            return Ok(());
+        } else {
+            self.jobs.jobs.put(job)?;
         }
-        self.jobs.jobs.put(job)
+        Ok(next)
     }
 }
 
