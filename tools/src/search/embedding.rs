@@ -4,24 +4,20 @@
 //! its tokens' rows, normalised: no network, no inference runtime, microseconds per query.
 //!
 //! The rows are held as 8-bit integers with one scale per row (a quarter of F32's memory:
-//! 7.9 MB for a 30,522 × 256 table); the loss is far below what ranking can notice.
-//! How to get a model: `scripts/embedding-model/build.sh DIR` distils one from
-//! all-MiniLM-L6-v2 (see that folder's README).
+//! 8.3 MB for a 32,000 × 256 table); the loss is far below what ranking can notice.
+//! How to get a model: `scripts/embedding-model/build.sh DIR` writes WordLlama's table
+//! (from its PyPI package) in this layout (see that folder's README). Any model2vec model
+//! loads; BERT's WordPiece and Llama's SentencePiece BPE tokenizers are split without the
+//! tokenizer's general path ([`super::shortcut`]).
 
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
-use tokenizers::models::ModelWrapper;
-use tokenizers::normalizers::NormalizerWrapper;
-use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::{Model, Tokenizer};
+use tokenizers::Tokenizer;
 
 use super::Embedder;
+use super::shortcut::{MAX_TOKENS, Shortcut};
 use super::text::MAX_QUERY_CHARS;
-
-/// Most tokens of one text that count: a tool's description or a request is far shorter;
-/// a pasted blob stops here.
-const MAX_TOKENS: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddingError {
@@ -39,10 +35,9 @@ pub enum EmbeddingError {
 /// A loaded static embedding model.
 pub struct EmbeddingModel {
     tokenizer: Tokenizer,
-    /// Set when the tokenizer is BERT's (lowercasing normaliser, whitespace-and-punctuation
-    /// pre-tokenizer, WordPiece): then ASCII text is split here and each word looked up in
-    /// the vocabulary, exactly as the tokenizer would, at a fraction of its cost.
-    ascii_words: Option<AsciiWords>,
+    /// Set when the tokenizer is of a family whose splitting into words is done here, at a
+    /// fraction of the tokenizer's cost (see [`Shortcut`]).
+    shortcut: Option<Shortcut>,
     dims: usize,
     /// Row-major, `dims` values per token id.
     rows: Vec<i8>,
@@ -131,7 +126,7 @@ impl EmbeddingModel {
             scales.extend(scale);
         }
         Ok(Self {
-            ascii_words: AsciiWords::for_tokenizer(&tokenizer),
+            shortcut: Shortcut::for_tokenizer(&tokenizer),
             tokenizer,
             dims,
             rows,
@@ -173,9 +168,9 @@ impl EmbeddingModel {
     /// The ids of `text`'s first [`MAX_TOKENS`] tokens, without special tokens.
     fn token_ids(&self, text: &str) -> Vec<u32> {
         if let Some(ids) = self
-            .ascii_words
+            .shortcut
             .as_ref()
-            .and_then(|words| words.token_ids(&self.tokenizer, text))
+            .and_then(|shortcut| shortcut.token_ids(&self.tokenizer, text))
         {
             return ids;
         }
@@ -188,91 +183,6 @@ impl EmbeddingModel {
                 .collect(),
             Err(_) => Vec::new(),
         }
-    }
-}
-
-/// BERT tokenization of plain ASCII text without its machinery: profiling showed the
-/// tokenizer's normaliser and offset bookkeeping cost ~0.4 µs per character, most of a
-/// search's time. For ASCII, BERT's normaliser only lowercases (no accents, no CJK, no
-/// control characters admitted here) and its pre-tokenizer splits on whitespace and makes
-/// every ASCII punctuation mark a word, so a text is its words' tokens in order; a word
-/// that is a whole vocabulary entry is one token (WordPiece's longest match), and any other
-/// word goes through the tokenizer alone. Text with other characters, or with the first
-/// character of a special token such as `[CLS]`, takes the tokenizer's own path.
-#[derive(Debug)]
-struct AsciiWords {
-    /// First characters of the tokenizer's added tokens, which it matches in raw text.
-    added_starts: Vec<char>,
-    longest_word: usize,
-}
-
-impl AsciiWords {
-    fn for_tokenizer(tokenizer: &Tokenizer) -> Option<Self> {
-        let Some(NormalizerWrapper::BertNormalizer(normaliser)) = tokenizer.get_normalizer() else {
-            return None;
-        };
-        let bert_pre_tokenizer = matches!(
-            tokenizer.get_pre_tokenizer(),
-            Some(PreTokenizerWrapper::BertPreTokenizer(_))
-        );
-        let ModelWrapper::WordPiece(word_piece) = tokenizer.get_model() else {
-            return None;
-        };
-        if !normaliser.lowercase || !bert_pre_tokenizer {
-            return None;
-        }
-        let mut added_starts: Vec<char> = tokenizer
-            .get_added_tokens_decoder()
-            .values()
-            .filter_map(|token| token.content.chars().next())
-            .collect();
-        added_starts.sort_unstable();
-        added_starts.dedup();
-        Some(Self {
-            added_starts,
-            longest_word: word_piece.max_input_chars_per_word,
-        })
-    }
-
-    /// `None` when the text is not for this path.
-    fn token_ids(&self, tokenizer: &Tokenizer, text: &str) -> Option<Vec<u32>> {
-        let plain = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x21..=0x7e);
-        if !text.bytes().all(plain) || text.chars().any(|c| self.added_starts.contains(&c)) {
-            return None;
-        }
-        let model = tokenizer.get_model();
-        let mut ids = Vec::new();
-        let mut word = String::new();
-        let push_word = |word: &str, ids: &mut Vec<u32>| {
-            if word.is_empty() {
-                return;
-            }
-            match model.token_to_id(word) {
-                Some(id) if word.len() <= self.longest_word => ids.push(id),
-                _ => {
-                    if let Ok(encoding) = tokenizer.encode_fast(word, false) {
-                        ids.extend_from_slice(encoding.get_ids());
-                    }
-                }
-            }
-        };
-        for b in text.bytes() {
-            if ids.len() >= MAX_TOKENS {
-                break;
-            }
-            if b.is_ascii_alphanumeric() {
-                word.push(char::from(b.to_ascii_lowercase()));
-                continue;
-            }
-            push_word(&word, &mut ids);
-            word.clear();
-            if b.is_ascii_punctuation() {
-                push_word(char::from(b).encode_utf8(&mut [0; 4]), &mut ids);
-            }
-        }
-        push_word(&word, &mut ids);
-        ids.truncate(MAX_TOKENS);
-        Some(ids)
     }
 }
 
@@ -298,89 +208,6 @@ fn f16_to_f32(bits: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A BERT tokenizer as `tokenizer.json` describes one, with a small WordPiece vocabulary.
-    fn bert_tokenizer() -> Tokenizer {
-        let words = [
-            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "find", "the", "weather", "in", "paris", "rome",
-            "fly", "to", "how", "much", "un", "##know", "##n", "##s", "f", "##ly", "##ing", "a",
-            "b", "c", "##a", "##b", "##c", ".", ",", "?", "!", "-", "'", "\"", "(", ")", "[", "]",
-            "/", ":", "_", "1", "##2", "12", "e", "é", "##é", "cafe", "café", "x", "##x",
-        ];
-        let vocab: serde_json::Map<String, serde_json::Value> = words
-            .iter()
-            .enumerate()
-            .map(|(id, word)| (word.to_string(), id.into()))
-            .collect();
-        let special = |id: usize| {
-            serde_json::json!({"id": id, "content": words[id], "single_word": false,
-                "lstrip": false, "rstrip": false, "normalized": false, "special": true})
-        };
-        let json = serde_json::json!({
-            "version": "1.0",
-            "added_tokens": [special(0), special(1), special(2), special(3)],
-            "normalizer": {"type": "BertNormalizer", "clean_text": true,
-                "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},
-            "pre_tokenizer": {"type": "BertPreTokenizer"},
-            "model": {"type": "WordPiece", "unk_token": "[UNK]",
-                "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
-                "vocab": vocab},
-        });
-        Tokenizer::from_bytes(json.to_string()).expect("a valid BERT tokenizer")
-    }
-
-    #[test]
-    fn ascii_words_are_tokenized_exactly_as_the_tokenizer_does() {
-        let tokenizer = bert_tokenizer();
-        let words = AsciiWords::for_tokenizer(&tokenizer).expect("a BERT tokenizer");
-        let long = "x".repeat(150);
-        let texts = [
-            "Find the weather in Paris",
-            "how much to fly to Rome?!",
-            "unknowns flying un-known",
-            "FLYING\tin\n\rRome...",
-            "a(b)c \"quoted\" it's /x:_y",
-            "12 112 1212 123",
-            "   ",
-            "",
-            "zzz qqq",
-            long.as_str(),
-            "weather_in_paris-rome",
-        ];
-        for text in texts {
-            let expected = tokenizer
-                .encode_fast(text, false)
-                .unwrap()
-                .get_ids()
-                .to_vec();
-            assert_eq!(
-                words.token_ids(&tokenizer, text),
-                Some(expected),
-                "{text:?}"
-            );
-        }
-        for text in ["café in Rome", "[CLS] find", "tab\u{0b}stop", "a\u{0}b"] {
-            assert_eq!(
-                words.token_ids(&tokenizer, text),
-                None,
-                "{text:?} is for the tokenizer"
-            );
-        }
-    }
-
-    #[test]
-    fn a_tokenizer_that_is_not_berts_gets_no_shortcut() {
-        let json = serde_json::json!({
-            "version": "1.0",
-            "added_tokens": [],
-            "normalizer": null,
-            "pre_tokenizer": {"type": "Whitespace"},
-            "model": {"type": "WordLevel", "unk_token": "[UNK]",
-                "vocab": {"[UNK]": 0, "find": 1}},
-        });
-        let tokenizer = Tokenizer::from_bytes(json.to_string()).unwrap();
-        assert!(AsciiWords::for_tokenizer(&tokenizer).is_none());
-    }
 
     #[test]
     fn half_precision_converts_exactly() {

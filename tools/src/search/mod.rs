@@ -17,6 +17,8 @@ mod embedding;
 pub mod eval;
 mod query;
 mod semantic;
+#[cfg(feature = "embeddings")]
+mod shortcut;
 mod text;
 
 use std::collections::HashMap;
@@ -85,8 +87,11 @@ pub struct Weights {
     /// How much of its server's best match a tool gains, divided by `1 + ln(tools on
     /// the server)`: a big server is a broad domain label more than one service.
     pub server_share: f32,
-    /// The semantic channel's share of the fused score when the lexical side is sure of
-    /// itself, and when it matched nothing ([`semantic::fusion_weight`]).
+    /// The semantic channel's share of the fused score when every term of the request is
+    /// in the catalogue, and when none is ([`semantic::fusion_weight`]). Tuned on the dev
+    /// queries with the WordLlama model (scripts/embedding-model): a lean on meaning for
+    /// requests in other words than the tools' (metatool), little for requests in the
+    /// tools' own words (sealtools), where meaning blurs a request for three tools.
     pub semantic_sure: f32,
     pub semantic_unsure: f32,
     /// How far a tool's vector moves toward the requests that used it.
@@ -111,7 +116,7 @@ impl Default for Weights {
             k1: 1.6,
             server_share: 0.5,
             semantic_sure: 0.1,
-            semantic_unsure: 0.3,
+            semantic_unsure: 0.8,
             usage_pull: 2.0,
             redundancy: 0.3,
         }
@@ -308,20 +313,26 @@ impl SearchIndex {
     }
 
     /// BM25F scores of every tool (with the server share), and how sure the lexical side
-    /// is: the best score over the most a tool could score for these terms (0 when no term
-    /// of the query occurs anywhere — nothing lexical to go by).
+    /// is: the share of the query's terms, weighted by idf, that occur in some tool (0 when
+    /// none does — nothing lexical to go by). A request in the catalogue's own words is
+    /// one the lexical side can rank; a conversational one ("will I need an umbrella")
+    /// mostly is not. The best score over the most a tool could score was measured worse:
+    /// a request needing three tools matches each only in part, so it read as unsure and
+    /// gave meaning a share that buried exact matches (sealtools R@5 0.907 → 0.849 at the
+    /// weights that suit metatool).
     fn lexical(&self, terms: &[String]) -> (Vec<f32>, f32) {
         let mut scores = vec![0f32; self.len()];
         let w = &self.weights;
         let n = self.len() as f32;
-        let mut ideal = 0f32;
+        let (mut known, mut all) = (0f32, 0f32);
         for term in terms {
             let df = self.postings.get(term).map_or(0, Vec::len) as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            ideal += idf * (w.k1 + 1.0);
+            all += idf;
             let Some(postings) = self.postings.get(term) else {
                 continue;
             };
+            known += idf;
             for posting in postings {
                 let length = &self.lengths[posting.doc as usize];
                 let tf: f32 = (0..FIELDS)
@@ -334,7 +345,6 @@ impl SearchIndex {
                 scores[posting.doc as usize] += idf * tf * (w.k1 + 1.0) / (w.k1 + tf);
             }
         }
-        let best = scores.iter().copied().fold(0f32, f32::max);
         if w.server_share > 0.0 && self.servers > 0 {
             let mut best = vec![0f32; self.servers];
             for (doc, server) in self.server_of.iter().enumerate() {
@@ -349,11 +359,7 @@ impl SearchIndex {
                 }
             }
         }
-        let confidence = if ideal > 0.0 {
-            (best / ideal).min(1.0)
-        } else {
-            0.0
-        };
+        let confidence = if all > 0.0 { known / all } else { 0.0 };
         (scores, confidence)
     }
 

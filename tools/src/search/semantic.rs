@@ -180,9 +180,9 @@ fn dot(a: &[i16], b: &[i16]) -> i32 {
     lanes.iter().sum::<i32>() + rest
 }
 
-/// The semantic share of the fused score: `semantic_sure` when the best lexical match
-/// scores all a tool could for the query's terms (confidence 1), `semantic_unsure` when no
-/// term matched anything (confidence 0), in between linearly.
+/// The semantic share of the fused score: `semantic_sure` when every term of the query
+/// occurs in the catalogue (confidence 1), `semantic_unsure` when none does (confidence
+/// 0), in between linearly.
 pub(super) fn fusion_weight(weights: &Weights, confidence: f32) -> f32 {
     let c = confidence.clamp(0.0, 1.0);
     weights.semantic_unsure + (weights.semantic_sure - weights.semantic_unsure) * c
