@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 /// The packages the tests name, as `interop_<name>` cfgs (`-` becomes `_`).
-const PACKAGES: [&str; 10] = [
+const PACKAGES: [&str; 11] = [
     "dkimpy",
     "dnspython",
     "standardwebhooks",
@@ -20,6 +20,7 @@ const PACKAGES: [&str; 10] = [
     "mcp_server_git",
     "litellm",
     "octokit_webhooks_methods",
+    "wordllama",
 ];
 
 fn main() {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the third-party software the interoperability tests talk to (DKIM signing, a DNS
-# server, the official webhook signers, croniter, the MCP SDK, two reference MCP servers and
-# the LiteLLM proxy), and GitHub's signer from npm (@octokit/webhooks-methods)
-# into a virtual environment under the build directory, one package at a time. Each package
-# that installs is recorded in installed/NAME; one that cannot is recorded in failed/NAME
-# with pip's last words, and its tests are built as ignored (nextest counts them skipped,
+# server, the official webhook signers, croniter, the MCP SDK, two reference MCP servers,
+# the LiteLLM proxy and WordLlama's embedding table for tool search), and GitHub's signer
+# from npm (@octokit/webhooks-methods) into a virtual environment under the build directory,
+# one package at a time. Each package that installs is recorded in installed/NAME; one that
+# cannot is recorded in failed/NAME with pip's last words, and its tests are built as ignored (nextest counts them skipped,
 # never passed). Re-running is cheap: installed packages are not fetched again.
 #   scripts/interop-venv.sh            # venv at $STEWARD_INTEROP_VENV, else
 #                                      # ${CARGO_TARGET_DIR:-target}/interop-venv
@@ -47,5 +47,17 @@ if [ ! -e "$venv/installed/$marker" ]; then
     else
         echo "npm or node missing, or the install failed" >>"$venv/failed/$marker"
         echo "interop: @octokit/webhooks-methods cannot be installed; its tests are skipped (see $venv/failed/$marker)" >&2
+    fi
+fi
+# WordLlama's embedding table from PyPI, as scripts/embedding-model/build.sh makes it: the
+# model a user configures as tools.search.embedding_model.
+marker=wordllama
+if [ ! -e "$venv/installed/$marker" ]; then
+    if scripts/embedding-model/build.sh "$venv/embedding-model" >"$venv/failed/$marker" 2>&1; then
+        echo "0.4.0.post1" >"$venv/installed/$marker"
+        rm -f "$venv/failed/$marker"
+        echo "interop: wordllama embedding model $(cat "$venv/installed/$marker")"
+    else
+        echo "interop: the wordllama embedding model cannot be built; its tests are skipped (see $venv/failed/$marker)" >&2
     fi
 fi

@@ -95,6 +95,32 @@ fn the_model_finds_a_tool_by_meaning_and_without_it_nothing_changes() {
     assert!(found(&plain, "needle haystack").is_empty());
 }
 
+/// The model a user builds with `scripts/embedding-model/build.sh` (WordLlama's table from
+/// PyPI), which `scripts/interop-venv.sh` builds into the interop venv.
+#[cfg_attr(
+    not(interop_wordllama),
+    ignore = "needs the WordLlama model from PyPI in the interop venv (scripts/interop-venv.sh)"
+)]
+#[test]
+fn the_real_model_finds_the_web_tools_for_a_request_with_none_of_their_words() {
+    let model = Path::new(env!("STEWARD_INTEROP_VENV")).join("embedding-model");
+    let config = format!(
+        "[tools]\nprofile = \"full\"\n[tools.search]\nembedding_model = {:?}\n",
+        model.display().to_string()
+    );
+    let daemon = TestDaemon::start_with(&config);
+    let names = found(&daemon, "ask the internet");
+    let web = ["http_request", "web_fetch"];
+    assert!(
+        names.len() >= 2 && names[..2].iter().all(|n| web.contains(&n.as_str())),
+        "{names:?}"
+    );
+    drop(daemon);
+
+    let plain = TestDaemon::start_with("[tools]\nprofile = \"full\"\n");
+    assert!(found(&plain, "ask the internet").is_empty());
+}
+
 #[test]
 fn a_broken_model_stops_the_start_naming_the_key() {
     let model = tempfile::tempdir().unwrap();

@@ -309,7 +309,41 @@ impl SearchIndex {
         if diversify {
             hits = self.diversified(hits, &terms, k);
         }
-        hits.into_iter().take(k).map(|(doc, _)| doc).collect()
+        let allowed = |doc: usize| {
+            required
+                .iter()
+                .all(|r| self.parts[doc].iter().any(|p| p == r))
+        };
+        let mut named = self.named_in(text);
+        named.retain(|&doc| allowed(doc));
+        let rest: Vec<usize> = hits
+            .into_iter()
+            .map(|(doc, _)| doc)
+            .filter(|doc| !named.contains(doc))
+            .collect();
+        named.extend(rest);
+        named.truncate(k);
+        named
+    }
+
+    /// Tools whose exact name is a word of the request's head, in the order named: they come
+    /// first whatever the scores say, since a request that names a tool means that tool
+    /// (meaning alone could otherwise rank a tool the other words evoke above it). Only
+    /// names of two words or more (`fs_read`, `getWaterQuality`) count: a tool called
+    /// `search` or `time` is not named by a request that uses the word (on toolbench,
+    /// whose endpoints are often called so, pinning those took R@5 from 0.62 to 0.35).
+    fn named_in(&self, text: &str) -> Vec<usize> {
+        let mut named = Vec::new();
+        let head = text::head(text, text::MAX_QUERY_CHARS);
+        for word in head.split(|c: char| c.is_whitespace() || ",.;:!?\"'`()[]{}".contains(c)) {
+            if let Some(&doc) = self.names.get(word)
+                && self.parts[doc as usize].len() >= 2
+                && !named.contains(&(doc as usize))
+            {
+                named.push(doc as usize);
+            }
+        }
+        named
     }
 
     /// BM25F scores of every tool (with the server share), and how sure the lexical side
