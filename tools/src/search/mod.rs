@@ -290,11 +290,7 @@ impl SearchIndex {
             .into_iter()
             .enumerate()
             .filter(|(_, score)| *score > 0.0)
-            .filter(|(doc, _)| {
-                required
-                    .iter()
-                    .all(|r| self.parts[*doc].iter().any(|p| p == r))
-            })
+            .filter(|(doc, _)| self.has_name_words(*doc, required))
             .collect();
         let by_score = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         // Without a model the ranking is BM25F alone, as it always was.
@@ -309,13 +305,8 @@ impl SearchIndex {
         if diversify {
             hits = self.diversified(hits, &terms, k);
         }
-        let allowed = |doc: usize| {
-            required
-                .iter()
-                .all(|r| self.parts[doc].iter().any(|p| p == r))
-        };
         let mut named = self.named_in(text);
-        named.retain(|&doc| allowed(doc));
+        named.retain(|&doc| self.has_name_words(doc, required));
         let rest: Vec<usize> = hits
             .into_iter()
             .map(|(doc, _)| doc)
@@ -324,6 +315,13 @@ impl SearchIndex {
         named.extend(rest);
         named.truncate(k);
         named
+    }
+
+    /// Whether every `+word` of the request is a word of the tool's name.
+    fn has_name_words(&self, doc: usize, required: &[String]) -> bool {
+        required
+            .iter()
+            .all(|r| self.parts[doc].iter().any(|p| p == r))
     }
 
     /// Tools whose exact name is a word of the request's head, in the order named: they come
@@ -360,10 +358,11 @@ impl SearchIndex {
         let n = self.len() as f32;
         let (mut known, mut all) = (0f32, 0f32);
         for term in terms {
-            let df = self.postings.get(term).map_or(0, Vec::len) as f32;
+            let postings = self.postings.get(term);
+            let df = postings.map_or(0, Vec::len) as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             all += idf;
-            let Some(postings) = self.postings.get(term) else {
+            let Some(postings) = postings else {
                 continue;
             };
             known += idf;
