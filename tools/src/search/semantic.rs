@@ -51,7 +51,10 @@ pub fn normalise(v: &mut [f32]) {
 }
 
 /// What a tool says about itself, as one text for the embedder: its name in words, its
-/// title and server, and its description.
+/// title and server, its description, and the names of its parameters in words (what it
+/// takes says what it is for: a `city` and a `date`). Parameters' descriptions are left
+/// out: long and generic ("The ID of the item"), they pulled toolbench's endpoints together
+/// (dev R@5 0.715 → 0.713 with them; 0.718 with the names in words).
 fn doc_text(doc: &SearchDoc) -> String {
     let mut text = super::name_parts(&doc.name).join(" ");
     if let Some(title) = &doc.title {
@@ -65,6 +68,13 @@ fn doc_text(doc: &SearchDoc) -> String {
     }
     text.push_str(": ");
     text.push_str(&doc.description);
+    for parameter in &doc.parameters {
+        let name = parameter.split_whitespace().next().unwrap_or_default();
+        for word in super::name_parts(name) {
+            text.push(' ');
+            text.push_str(&word);
+        }
+    }
     text
 }
 
