@@ -78,10 +78,17 @@ async fn cancel_stops_a_sleeping_tool_at_once() {
         "cancel took {latency}"
     );
 
-    // Then the cancelling event is merged and a new step starts for it.
+    // Then the cancelling event is merged and a new step starts for it (waited for both:
+    // the step's start is written just after the merge, and reading between the two
+    // writes saw the merge alone).
     let items = daemon
-        .wait_for_trajectory("the cancel event merged", |items| {
-            merged_ids(items).contains(&cancel_id)
+        .wait_for_trajectory("the cancel event merged and a step after it", |items| {
+            items
+                .iter()
+                .position(|item| {
+                    matches!(&item.kind, ItemKind::Event { event_id, .. } if *event_id == cancel_id)
+                })
+                .is_some_and(|merged| items.len() > merged + 1)
         })
         .await;
     let merged_at = position(
