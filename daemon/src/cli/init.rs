@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 use steward_config::{DEFAULT_CONFIG_TOML, LogFormat};
 
-use super::{Context, EX_CONFIG, EX_TEMPFAIL};
+use super::{
+    Cli, EX_CONFIG, EX_TEMPFAIL, LogFormatArg, data_dir, load_config, named_config_exists,
+};
+use crate::daemon::OpenDataDir;
 use crate::instance_lock::LockError;
 
 pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
@@ -37,9 +40,31 @@ pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
     }
 }
 
-pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
-    crate::logging::init(log_format);
-    if let Some(path) = &ctx.config_path
+/// `steward run`: the data dir is opened (locked, database open) before the config is
+/// parsed — see [`OpenDataDir`] for why the order matters.
+pub fn run(cli: &Cli, config_path: Option<PathBuf>, log_format: Option<LogFormatArg>) -> ExitCode {
+    if let Err(code) = named_config_exists(cli) {
+        return code;
+    }
+    let data_dir = match data_dir(cli) {
+        Ok(dir) => dir,
+        Err(code) => return code,
+    };
+    let data = match OpenDataDir::open(data_dir) {
+        Ok(data) => data,
+        Err(e) => return exit_code(&e),
+    };
+    let config = match load_config(cli, config_path.as_deref()) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let format = match log_format {
+        Some(LogFormatArg::Pretty) => LogFormat::Pretty,
+        Some(LogFormatArg::Json) => LogFormat::Json,
+        None => config.daemon.log_format,
+    };
+    crate::logging::init(format);
+    if let Some(path) = &config_path
         && !path.exists()
     {
         tracing::info!(config = %path.display(), "no config file; running on the embedded defaults");
@@ -55,25 +80,24 @@ pub fn run(ctx: Context, log_format: LogFormat) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crate::daemon::run(
-        ctx.config,
-        ctx.data_dir,
-        ctx.config_path,
-    )) {
+    match runtime.block_on(crate::daemon::run(config, data, config_path)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("steward: {e:#}");
-            if e.downcast_ref::<LockError>().is_some() {
-                return ExitCode::from(EX_TEMPFAIL);
-            }
-            // A bad config, or a data dir from a newer version: restarting cannot help.
-            if e.downcast_ref::<crate::core::ConfigProblem>().is_some()
-                || e.downcast_ref::<crate::store::schema::SchemaError>()
-                    .is_some_and(|e| matches!(e, crate::store::schema::SchemaError::Newer { .. }))
-            {
-                return ExitCode::from(EX_CONFIG);
-            }
-            ExitCode::FAILURE
-        }
+        Err(e) => exit_code(&e),
     }
+}
+
+/// Reports why the daemon stopped (or could not start) and the exit code that says so.
+fn exit_code(e: &anyhow::Error) -> ExitCode {
+    eprintln!("steward: {e:#}");
+    if e.downcast_ref::<LockError>().is_some() {
+        return ExitCode::from(EX_TEMPFAIL);
+    }
+    // A bad config, or a data dir from a newer version: restarting cannot help.
+    if e.downcast_ref::<crate::core::ConfigProblem>().is_some()
+        || e.downcast_ref::<crate::store::schema::SchemaError>()
+            .is_some_and(|e| matches!(e, crate::store::schema::SchemaError::Newer { .. }))
+    {
+        return ExitCode::from(EX_CONFIG);
+    }
+    ExitCode::FAILURE
 }

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use steward_config::{Config, LogFormat};
+use steward_config::Config;
 
 use crate::paths;
 use steward_protocol::client::ClientError;
@@ -324,7 +324,7 @@ pub enum CronCommandArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormatArg {
+pub(crate) enum LogFormatArg {
     Pretty,
     Json,
 }
@@ -608,6 +608,9 @@ pub fn main() -> ExitCode {
     {
         return check_shell::run(*json, workspace.clone(), home.clone());
     }
+    if let Command::Run { log_format } = cli.command {
+        return init::run(&cli, config_path, log_format);
+    }
     let ctx = match context(&cli, config_path) {
         Ok(ctx) => ctx,
         Err(code) => return code,
@@ -618,38 +621,57 @@ pub fn main() -> ExitCode {
 /// The configuration (or the embedded defaults) and the data dir a command runs with; the
 /// exit code when there are none.
 fn context(cli: &Cli, config_path: Option<PathBuf>) -> Result<Context, ExitCode> {
-    // The default path may be absent (embedded defaults); a path the user named must exist.
-    if let Some(named) = &cli.config
-        && !named.exists()
-    {
-        eprintln!(
-            "steward: config file {} does not exist (run `steward init --config {0}` to create it)",
-            named.display()
-        );
-        return Err(ExitCode::from(EX_CONFIG));
-    }
-    let config = match config_path.as_deref().map(Config::load).transpose() {
-        Ok(loaded) => loaded.flatten().unwrap_or_default(),
-        // A client still reaches a daemon running the previous file (after an edit and a
-        // SIGHUP, `steward status` is how one sees the reload was refused).
-        Err(e) if cli.command.is_client() => {
-            eprintln!("steward: warning: invalid configuration ({e}); using the default socket");
-            Config::default()
-        }
-        Err(e) => {
-            eprintln!("steward: invalid configuration: {e}");
-            return Err(ExitCode::from(EX_CONFIG));
-        }
-    };
-    let Some(data_dir) = cli.data_dir.clone().or_else(paths::default_data_dir) else {
-        eprintln!("steward: no data dir: set --data-dir, XDG_DATA_HOME or HOME");
-        return Err(ExitCode::FAILURE);
-    };
+    named_config_exists(cli)?;
+    let config = load_config(cli, config_path.as_deref())?;
+    let data_dir = data_dir(cli)?;
     Ok(Context {
         config,
         config_path,
         data_dir,
     })
+}
+
+/// The default config path may be absent (embedded defaults); a path the user named must
+/// exist.
+fn named_config_exists(cli: &Cli) -> Result<(), ExitCode> {
+    match &cli.config {
+        Some(named) if !named.exists() => {
+            eprintln!(
+                "steward: config file {} does not exist (run `steward init --config {0}` to create it)",
+                named.display()
+            );
+            Err(ExitCode::from(EX_CONFIG))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The config file parsed and checked, or the embedded defaults when there is none.
+fn load_config(cli: &Cli, config_path: Option<&std::path::Path>) -> Result<Config, ExitCode> {
+    match config_path.map(Config::load).transpose() {
+        Ok(loaded) => Ok(loaded.flatten().unwrap_or_default()),
+        // A client still reaches a daemon running the previous file (after an edit and a
+        // SIGHUP, `steward status` is how one sees the reload was refused).
+        Err(e) if cli.command.is_client() => {
+            eprintln!("steward: warning: invalid configuration ({e}); using the default socket");
+            Ok(Config::default())
+        }
+        Err(e) => {
+            eprintln!("steward: invalid configuration: {e}");
+            Err(ExitCode::from(EX_CONFIG))
+        }
+    }
+}
+
+/// `--data-dir`, else the XDG data dir.
+fn data_dir(cli: &Cli) -> Result<PathBuf, ExitCode> {
+    cli.data_dir
+        .clone()
+        .or_else(paths::default_data_dir)
+        .ok_or_else(|| {
+            eprintln!("steward: no data dir: set --data-dir, XDG_DATA_HOME or HOME");
+            ExitCode::FAILURE
+        })
 }
 
 /// Runs a command that needs the context.
@@ -668,15 +690,9 @@ fn dispatch(cli: Cli, ctx: Context) -> ExitCode {
         Command::Service { command } => {
             service_command(cli.config.as_ref(), cli.data_dir.as_ref(), &ctx, command)
         }
-        Command::Run { log_format } => {
-            let format = match log_format {
-                Some(LogFormatArg::Pretty) => LogFormat::Pretty,
-                Some(LogFormatArg::Json) => LogFormat::Json,
-                None => ctx.config.daemon.log_format,
-            };
-            init::run(ctx, format)
+        Command::Run { .. } | Command::Init { .. } | Command::Config { .. } => {
+            unreachable!("handled above")
         }
-        Command::Init { .. } | Command::Config { .. } => unreachable!("handled above"),
         Command::Send(args) => client_command(send::send(&ctx, args)),
         Command::Chat => client_command(chat::chat(&ctx)),
         Command::Status { json } => client_command(listing::status(&ctx, json)),
