@@ -2,7 +2,7 @@
 """Start to READY=1 and memory of a steward binary with a given config: each run starts it on
 a fresh data dir with NOTIFY_SOCKET set, times spawn -> READY=1, reads /proc/PID/smaps_rollup
 3 s later, and stops it. Prints one line per run and the medians. Used for the 10,000 config
-jobs figure (`/work`-free: pass any config) and A/B comparisons of two binaries.
+jobs figure in BENCHMARKS.md and for A/B comparisons of two binaries.
 
     ready_and_rss.py BINARY CONFIG RUNS [NAME=VALUE ...]   # extra environment for the daemon
 """
