@@ -6,6 +6,8 @@
 //! A scheduled job's text is a reminder: it is said to the owner as it was written
 //! (`Reminder (tea): make tea`), so a job set without a model still reaches its owner; a
 //! job with an `action` says nothing more than its call's outcome.
+//! Plain text sent together (a burst merged into one step) gets one such answer, replying
+//! to all of it: the same sentence a hundred times over told the owner nothing more.
 //! Events from side lanes and the daemon's own notices get no answer: nobody waits on
 //! them. Nor does anything the owner did not send (a webhook delivery, a file change, mail
 //! from someone else): "no model is configured" told to the owner for each of them was
@@ -15,7 +17,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use steward_events::{Event, Source, ToolCallRequest, ToolOutcome, ToolStatus, Trust};
+use steward_events::{Event, EventId, Source, ToolCallRequest, ToolOutcome, ToolStatus, Trust};
 
 use super::{AssistantMessage, Brain, BrainFuture, BrainInput, BrainTurn, new_call_id};
 use crate::status::StatusBoard;
@@ -34,7 +36,8 @@ impl NoneBrain {
         Self { status }
     }
 
-    fn answer(&self, event: &Event, turn: &mut BrainTurn) {
+    /// Answers one event; plain text is only noted in `plain` (answered once per turn).
+    fn answer(&self, event: &Event, turn: &mut BrainTurn, plain: &mut Vec<EventId>) {
         if matches!(event.source, Source::Lane | Source::System)
             || event.payload.direct_call().is_some()
         {
@@ -76,7 +79,7 @@ impl NoneBrain {
             c if c.starts_with('/') => turn.messages.push(reply(format!(
                 "Unknown command {c}. Send /help to see the commands."
             ))),
-            _ => turn.messages.push(reply(NO_MODEL_REPLY.to_owned())),
+            _ => plain.push(event.id),
         }
     }
 }
@@ -106,8 +109,16 @@ impl Brain for NoneBrain {
                 usage: None,
             };
             if input.round == 0 {
+                let mut plain = Vec::new();
                 for event in input.events {
-                    self.answer(event, &mut turn);
+                    self.answer(event, &mut turn, &mut plain);
+                }
+                if !plain.is_empty() {
+                    turn.messages.push(AssistantMessage {
+                        text: NO_MODEL_REPLY.to_owned(),
+                        reply_to: plain,
+                        canned: true,
+                    });
                 }
             }
             Ok(turn)
@@ -156,6 +167,67 @@ fn describe_status(tool: &str, outcome: &ToolOutcome) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use steward_events::{Payload, Sender, TrajectoryId};
+
+    fn owner_says(text: &str) -> Event {
+        Event::new(
+            Source::User,
+            "user:socket",
+            Sender {
+                identity: "owner".into(),
+                authenticated_by: "socket".into(),
+            },
+            Trust::Owner,
+            Payload::Message { text: text.into() },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_plain_text_gets_one_answer_and_each_command_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("db")).unwrap();
+        let inbox = Arc::new(
+            crate::store::Inbox::open(store, 16, std::time::Duration::from_secs(60)).unwrap(),
+        );
+        let brain = NoneBrain::new(Arc::new(StatusBoard::new(dir.path().to_owned(), inbox)));
+        let events = [
+            owner_says("hello"),
+            owner_says("/help"),
+            owner_says("are you there?"),
+            owner_says("/nope"),
+        ];
+        let turn = brain
+            .respond(BrainInput {
+                trajectory: &TrajectoryId::main(),
+                step: 1,
+                events: &events,
+                history: &[],
+                last_round: &[],
+                round: 0,
+                tools: &[],
+                skills: "",
+                zone: chrono_tz::UTC,
+                on_text: None,
+            })
+            .await
+            .unwrap();
+        let answers: Vec<(&str, Vec<EventId>)> = turn
+            .messages
+            .iter()
+            .map(|m| (m.text.as_str(), m.reply_to.clone()))
+            .collect();
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        assert_eq!(answers[0], (HELP, vec![events[1].id]));
+        assert!(
+            answers[1].0.starts_with("Unknown command /nope"),
+            "{answers:?}"
+        );
+        assert_eq!(
+            answers[2],
+            (NO_MODEL_REPLY, vec![events[0].id, events[2].id]),
+            "the plain text is answered once, replying to both messages"
+        );
+    }
 
     #[test]
     fn tool_commands_parse_or_explain() {

@@ -254,11 +254,11 @@ impl StepRunner {
                 self.estimator.calibrate(prompt_bytes, usage.input);
             }
             flush.wait().await?;
-            for message in turn.messages {
+            if let Some(message) = turn.messages.last() {
                 *last_message = Some(message.text.clone());
-                self.say(trajectory, step, view, &answering, message)
-                    .await?;
             }
+            self.say(trajectory, step, view, &answering, turn.messages)
+                .await?;
             if turn.tool_calls.is_empty() {
                 return Ok(StepEnd::Completed);
             }
@@ -309,7 +309,8 @@ impl StepRunner {
             reply_to: answering.events.iter().map(|e| e.id).collect(),
             canned: true,
         };
-        self.say(trajectory, step, view, answering, message).await
+        self.say(trajectory, step, view, answering, vec![message])
+            .await
     }
 
     /// Today's spending, for the daily caps.
@@ -393,43 +394,49 @@ impl StepRunner {
         }
     }
 
-    /// Records an answer in the trajectory, announces it to whoever waits, and queues it
-    /// for the owner (already delivered where the owner asked for it in a session).
+    /// Records a turn's answers in the trajectory, announces each to whoever waits, and
+    /// queues them for the owner (already delivered where the owner asked for it in a
+    /// session) with one flush for all of them.
     async fn say(
         &self,
         trajectory: &Trajectory,
         step: u64,
         view: &mut ContextView,
         answering: &Answering<'_>,
-        message: AssistantMessage,
+        messages: Vec<AssistantMessage>,
     ) -> Result<(), StepError> {
-        let AssistantMessage {
+        let mut for_owner = Vec::with_capacity(messages.len());
+        for AssistantMessage {
             text,
             reply_to,
             canned,
-        } = message;
-        view.push(trajectory.append(
-            step,
-            ItemKind::Assistant {
+        } in messages
+        {
+            view.push(trajectory.append(
+                step,
+                ItemKind::Assistant {
+                    text: text.clone(),
+                    reply_to: reply_to.clone(),
+                    canned,
+                },
+            )?);
+            let answered = answering.answered(&reply_to);
+            for_owner.push(NewMessage {
                 text: text.clone(),
-                reply_to: reply_to.clone(),
-                canned,
-            },
-        )?);
-        let answered = answering.answered(&reply_to);
-        let message = NewMessage {
-            text: text.clone(),
-            origin: answered.first().map(|e| e.id),
-            pending_id: None,
-            delivered_to: crate::owner::notices::asked_through(&answered),
-        };
-        self.replies
-            .announce(Announcement::Reply { text, reply_to });
+                origin: answered.first().map(|e| e.id),
+                pending_id: None,
+                delivered_to: crate::owner::notices::asked_through(&answered),
+            });
+            self.replies
+                .announce(Announcement::Reply { text, reply_to });
+        }
         if answering.for_sub_agent {
             // A sub-agent answers the conversation that spawned it, not the owner.
             return Ok(());
         }
-        self.outbox.queue(MessageKind::Answer, message).await?;
+        self.outbox
+            .queue_all(MessageKind::Answer, for_owner)
+            .await?;
         Ok(())
     }
 

@@ -81,25 +81,51 @@ impl Outbox {
         kind: MessageKind,
         message: NewMessage,
     ) -> Result<OwnerMessage, StoreError> {
+        let mut queued = self.queue_all(kind, vec![message]).await?;
+        queued.pop().ok_or_else(|| StoreError::Corrupt {
+            tree: "outbox",
+            reason: "a queued message was not returned".into(),
+        })
+    }
+
+    /// Stores several messages of one kind with a single flush, then tells whoever listens
+    /// of each, in order. A turn that answers a batch of requests (a burst of owner messages
+    /// merged into one step) costs one `fsync` rather than one per answer: with one flush
+    /// per answer, `--bench foundation`'s durable ingest (50,000 owner messages, no model)
+    /// had fallen to ~2,000 events/s, the step's flushes one after another.
+    pub async fn queue_all(
+        &self,
+        kind: MessageKind,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<OwnerMessage>, StoreError> {
         let now = Utc::now();
-        let queued = OwnerMessage {
-            id: self.inner.next.fetch_add(1, Ordering::SeqCst),
-            at: now,
-            kind,
-            text: message.text,
-            origin: message.origin,
-            pending_id: message.pending_id,
-            delivered: message
-                .delivered_to
-                .map(|channel| BTreeMap::from([(channel.to_owned(), now)]))
-                .unwrap_or_default(),
-        };
-        self.inner
-            .tree
-            .insert(queued.id.to_be_bytes(), crate::store::encode(&queued)?)?;
+        let mut queued = Vec::with_capacity(messages.len());
+        for message in messages {
+            let message = OwnerMessage {
+                id: self.inner.next.fetch_add(1, Ordering::SeqCst),
+                at: now,
+                kind,
+                text: message.text,
+                origin: message.origin,
+                pending_id: message.pending_id,
+                delivered: message
+                    .delivered_to
+                    .map(|channel| BTreeMap::from([(channel.to_owned(), now)]))
+                    .unwrap_or_default(),
+            };
+            self.inner
+                .tree
+                .insert(message.id.to_be_bytes(), crate::store::encode(&message)?)?;
+            queued.push(message);
+        }
+        if queued.is_empty() {
+            return Ok(queued);
+        }
         self.inner.store.flush().await?;
-        let _ = self.inner.changes.send(queued.clone());
-        let _ = self.inner.queued.send(queued.clone());
+        for message in &queued {
+            let _ = self.inner.changes.send(message.clone());
+            let _ = self.inner.queued.send(message.clone());
+        }
         Ok(queued)
     }
 
