@@ -81,11 +81,10 @@ impl Outbox {
         kind: MessageKind,
         message: NewMessage,
     ) -> Result<OwnerMessage, StoreError> {
-        let mut queued = self.queue_all(kind, vec![message]).await?;
-        queued.pop().ok_or_else(|| StoreError::Corrupt {
-            tree: "outbox",
-            reason: "a queued message was not returned".into(),
-        })
+        let queued = self.write(kind, message, Utc::now())?;
+        self.inner.store.flush().await?;
+        self.tell(&queued);
+        Ok(queued)
     }
 
     /// Stores several messages of one kind with a single flush, then tells whoever listens
@@ -97,36 +96,49 @@ impl Outbox {
         &self,
         kind: MessageKind,
         messages: Vec<NewMessage>,
-    ) -> Result<Vec<OwnerMessage>, StoreError> {
+    ) -> Result<(), StoreError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
         let now = Utc::now();
-        let mut queued = Vec::with_capacity(messages.len());
-        for message in messages {
-            let message = OwnerMessage {
-                id: self.inner.next.fetch_add(1, Ordering::SeqCst),
-                at: now,
-                kind,
-                text: message.text,
-                origin: message.origin,
-                pending_id: message.pending_id,
-                delivered: message
-                    .delivered_to
-                    .map(|channel| BTreeMap::from([(channel.to_owned(), now)]))
-                    .unwrap_or_default(),
-            };
-            self.inner
-                .tree
-                .insert(message.id.to_be_bytes(), crate::store::encode(&message)?)?;
-            queued.push(message);
-        }
-        if queued.is_empty() {
-            return Ok(queued);
-        }
+        let queued = messages
+            .into_iter()
+            .map(|message| self.write(kind, message, now))
+            .collect::<Result<Vec<_>, _>>()?;
         self.inner.store.flush().await?;
-        for message in &queued {
-            let _ = self.inner.changes.send(message.clone());
-            let _ = self.inner.queued.send(message.clone());
-        }
-        Ok(queued)
+        queued.iter().for_each(|message| self.tell(message));
+        Ok(())
+    }
+
+    /// Gives `message` its id and writes it (not yet flushed).
+    fn write(
+        &self,
+        kind: MessageKind,
+        message: NewMessage,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<OwnerMessage, StoreError> {
+        let message = OwnerMessage {
+            id: self.inner.next.fetch_add(1, Ordering::SeqCst),
+            at: now,
+            kind,
+            text: message.text,
+            origin: message.origin,
+            pending_id: message.pending_id,
+            delivered: message
+                .delivered_to
+                .map(|channel| BTreeMap::from([(channel.to_owned(), now)]))
+                .unwrap_or_default(),
+        };
+        self.inner
+            .tree
+            .insert(message.id.to_be_bytes(), crate::store::encode(&message)?)?;
+        Ok(message)
+    }
+
+    /// Tells viewers and delivering channels of a message now on disk.
+    fn tell(&self, message: &OwnerMessage) {
+        let _ = self.inner.changes.send(message.clone());
+        let _ = self.inner.queued.send(message.clone());
     }
 
     /// Whether `channel` pushes this message to the owner (`[owner.deliver]`).
