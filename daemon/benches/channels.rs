@@ -57,12 +57,16 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
         submitter: steward_daemon::channels::Submitter::new(inbox, Vec::new()),
         changed: std::sync::Arc::default(),
         default_zone: "UTC".into(),
+        settled: steward_daemon::channels::timer::config_jobs::JobsSettled::already(),
     };
     let now = chrono::Utc::now();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     for i in 0..count {
         let at = now + chrono::Duration::minutes(120 + (i % 1200) as i64);
-        scheduler
-            .add(steward_protocol::NewJob {
+        runtime
+            .block_on(scheduler.add(steward_protocol::NewJob {
                 name: format!("job-{i}"),
                 schedule: format!("{} {} * * *", at.format("%M"), at.format("%H")),
                 tz: None,
@@ -71,7 +75,7 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
                 urgency: None,
                 missed: None,
                 max_lateness_secs: None,
-            })
+            }))
             .unwrap();
     }
     drop(scheduler);

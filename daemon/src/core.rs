@@ -27,8 +27,9 @@ use crate::agents::SubAgents;
 use crate::brain::{AnthropicBrain, Brain, NoneBrain, OpenAiBrain};
 use crate::channels::Submitter;
 use crate::channels::context::Shared;
+use crate::channels::timer::config_jobs::PendingConfigJobs;
 use crate::channels::timer::control::Scheduler;
-use crate::channels::timer::jobs::JobStore;
+use crate::channels::timer::jobs::{CheckedSchedules, JobStore};
 use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, Model, Models, StepRunner, TokenEstimator};
@@ -38,25 +39,18 @@ use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
 use crate::usage::UsageLedger;
 
-/// The job store with the config's `[[cron]]` jobs reconciled into it; a bad schedule or
-/// zone is a configuration error naming the key.
-fn cron_jobs(config: &Config, store: &Store) -> anyhow::Result<JobStore> {
-    let jobs = JobStore::new(store.cron_tree()?);
-    jobs.reconcile(cron_specs(config)?, chrono::Utc::now())?;
-    Ok(jobs)
-}
-
 /// The config's `[[cron]]` jobs, checked.
 pub(crate) fn cron_specs(
     config: &Config,
 ) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
     let zone = owner_zone_name(config);
+    let mut checked = CheckedSchedules::new(chrono::Utc::now());
     config
         .cron
         .iter()
         .enumerate()
         .map(|(i, job)| {
-            crate::channels::timer::jobs::spec_from_config(job, &zone).map_err(
+            crate::channels::timer::jobs::spec_from_config(job, &zone, &mut checked).map_err(
                 |(field, message)| ConfigProblem {
                     key: format!("cron[{i}].{field}"),
                     message,
@@ -444,6 +438,9 @@ pub struct Core {
     pub confirmations: Arc<Confirmations>,
     /// Scheduled jobs, for the timer, the CLI and the `cron_*` tools.
     pub scheduler: Scheduler,
+    /// The config's jobs, checked; `crate::daemon::run` writes them after READY (see
+    /// `channels::timer::config_jobs`). `None` once taken.
+    pub config_jobs: Option<PendingConfigJobs>,
     /// File watches, for the CLI and the `watch_*` tools (started by `crate::daemon::run`).
     pub watches: WatchSet,
     /// Calls a crash left half-done whose outcome is unknown; the owner must be told.
@@ -497,11 +494,13 @@ impl Core {
         );
         let trajectory = Arc::new(Trajectory::main(&store)?);
         let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
+        let (config_jobs, settled) = PendingConfigJobs::new(cron_specs(config)?);
         let scheduler = Scheduler {
-            jobs: cron_jobs(config, &store)?,
+            jobs: JobStore::new(store.cron_tree()?),
             submitter: submitter.clone(),
             changed: Arc::default(),
             default_zone: owner_zone_name(config),
+            settled,
         };
         let (shell, said) = shell_sandbox(config, &data_dir, config_file, files.roots());
         let status = Arc::new(StatusBoard::new(data_dir.clone(), inbox.clone()));
@@ -573,6 +572,7 @@ impl Core {
             dispatcher,
             confirmations,
             scheduler,
+            config_jobs: Some(config_jobs),
             watches,
             interrupted_actions,
             #[cfg(feature = "email")]

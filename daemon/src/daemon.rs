@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
+use crate::channels::timer::config_jobs::PendingConfigJobs;
+use crate::channels::timer::jobs::JobStore;
 use crate::channels::user;
 use crate::core::{Core, create_private_dir};
 use crate::instance_lock::InstanceLock;
@@ -88,6 +90,7 @@ pub async fn run(
         start_channels(&config, &core, &supervisor, &store, &data_dir).await?;
     #[cfg(feature = "email")]
     let email = core.email.clone();
+    let config_jobs = core.config_jobs.take();
     spawn_background(
         core,
         &config,
@@ -104,6 +107,9 @@ pub async fn run(
     info!(pid = std::process::id(), data_dir = %data_dir.display(), "steward is ready");
     let status = owner.shared.status.clone();
     notify::ready(&status.summary());
+    if let Some(pending) = config_jobs {
+        settle_config_jobs(pending, &owner.scheduler.jobs, &store, &tasks);
+    }
 
     let shutdown_grace = config.daemon.shutdown_grace;
     // The reloader compares sections, never the jobs (a reload reconciles the file's jobs
@@ -280,6 +286,31 @@ fn spawn_background(
         }
     });
     tasks.close();
+}
+
+/// Writes the config's jobs into the store on a blocking thread, after READY (see
+/// `channels::timer::config_jobs`); a failure stops the daemon as a storage fault does.
+fn settle_config_jobs(
+    pending: PendingConfigJobs,
+    jobs: &JobStore,
+    store: &Store,
+    tasks: &TaskTracker,
+) {
+    let (jobs, store) = (jobs.clone(), store.clone());
+    tasks.spawn_blocking(move || {
+        let started = tokio::time::Instant::now();
+        match store.watch_fault(pending.settle(&jobs)) {
+            Ok(count) => info!(
+                jobs = count,
+                ms = started.elapsed().as_millis() as u64,
+                "the config's jobs are in the store"
+            ),
+            Err(e) => {
+                error!(error = %e, "cannot write the config's jobs into the store; stopping");
+                store.fault().cancel();
+            }
+        }
+    });
 }
 
 /// Tells the owner, through the trajectory, about actions whose outcome a crash left unknown.

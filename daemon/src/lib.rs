@@ -7,6 +7,7 @@
 //! The `steward` binary is a thin CLI over this library.
 
 pub(crate) mod agents;
+pub(crate) mod allocator;
 pub(crate) mod brain;
 pub mod channels;
 pub mod cli;

@@ -114,6 +114,7 @@ impl Reloader {
             _ => None,
         };
 
+        self.scheduler.settled.wait().await?;
         self.scheduler.jobs.reconcile(specs, chrono::Utc::now())?;
         self.scheduler.changed.notify_one();
         self.watches.reload(&config.watch);

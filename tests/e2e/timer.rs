@@ -146,6 +146,14 @@ fn a_bad_schedule_or_zone_is_a_config_error() {
             job("x", "0 7 * * *", "").replace("tz = \"UTC\"", "tz = \"Mars/Base\""),
             "cron[0].tz",
         ),
+        // A schedule found good for one job is not taken as good in another zone.
+        (
+            job("x", "0 7 * * *", "")
+                + job("y", "0 7 * * *", "")
+                    .replace("tz = \"UTC\"", "tz = \"Mars/Base\"")
+                    .as_str(),
+            "cron[1].tz",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.toml"), &config).unwrap();
@@ -166,6 +174,48 @@ fn jobs(daemon: &TestDaemon) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The config's jobs are written after READY (`channels::timer::config_jobs`): whoever asks
+/// at once still sees every one of them, and a runtime job made in that window is kept.
+#[test]
+fn a_large_config_s_jobs_are_all_there_for_whoever_asks_right_after_ready() {
+    let count = 3000;
+    let config: String = (0..count)
+        .map(|i| {
+            job(
+                &format!("job-{i}"),
+                &format!("{} {} * * *", i % 60, i % 24),
+                "",
+            )
+        })
+        .collect();
+    let daemon = TestDaemon::start_with(&config);
+    let made = daemon.cli(&[
+        "cron",
+        "add",
+        "early",
+        "--schedule",
+        "0 6 * * *",
+        "--text",
+        "early",
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    let listed = jobs(&daemon);
+    assert_eq!(
+        listed.len(),
+        count + 1,
+        "every config job and the runtime one"
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|j| j["name"] == "early" && j["origin"] == "runtime")
+    );
+    assert_eq!(
+        listed.iter().filter(|j| j["origin"] == "config").count(),
+        count
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -466,11 +466,16 @@ impl OwnerApi {
     pub async fn cron(&self, command: CronCommand) -> Result<CronDone, OwnerError> {
         let scheduler = &self.scheduler;
         let rows = match command {
-            CronCommand::List => scheduler.list(),
-            CronCommand::Add { job } => scheduler.add(job).map(|row| vec![row]),
-            CronCommand::Remove { name } => scheduler.remove(&name).map(|()| Vec::new()),
-            CronCommand::Pause { name } => scheduler.set_paused(&name, true).map(|row| vec![row]),
-            CronCommand::Resume { name } => scheduler.set_paused(&name, false).map(|row| vec![row]),
+            CronCommand::List => scheduler.list().await,
+            CronCommand::Add { job } => scheduler.add(job).await.map(|row| vec![row]),
+            CronCommand::Remove { name } => scheduler.remove(&name).await.map(|()| Vec::new()),
+            CronCommand::Pause { name } => {
+                scheduler.set_paused(&name, true).await.map(|row| vec![row])
+            }
+            CronCommand::Resume { name } => scheduler
+                .set_paused(&name, false)
+                .await
+                .map(|row| vec![row]),
             CronCommand::Trigger { name } => {
                 return scheduler
                     .trigger(&name)
@@ -580,6 +585,6 @@ fn scheduler_error(error: crate::channels::timer::control::SchedulerError) -> Ow
         E::Unknown(_) => OwnerError::NotFound(error.to_string()),
         E::Exists(_) | E::FromConfig(_) => OwnerError::Conflict(error.to_string()),
         E::Invalid(_) => OwnerError::Invalid(error.to_string()),
-        E::Store(_) => OwnerError::Unavailable(error.to_string()),
+        E::Store(_) | E::NotSettled(_) => OwnerError::Unavailable(error.to_string()),
     }
 }

@@ -13,6 +13,7 @@ use chrono::{Timelike, Utc};
 use steward_events::{EventId, Urgency};
 use tokio::sync::Notify;
 
+use super::config_jobs::{JobsSettled, NotSettled};
 use super::jobs::{Job, JobSpec, JobStore};
 use super::schedule::{parse_schedule, parse_zone};
 use crate::store::StoreError;
@@ -53,6 +54,8 @@ pub enum SchedulerError {
     Invalid(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    NotSettled(#[from] NotSettled),
 }
 
 #[derive(Clone, Debug)]
@@ -63,6 +66,8 @@ pub struct Scheduler {
     pub changed: Arc<Notify>,
     /// The zone of jobs that name none.
     pub default_zone: String,
+    /// Whether the config's jobs are in the store yet: every method waits for it.
+    pub settled: JobsSettled,
 }
 
 impl Scheduler {
@@ -71,14 +76,17 @@ impl Scheduler {
         super::TimerJobs {
             jobs: self.jobs.clone(),
             changed: self.changed.clone(),
+            settled: self.settled.clone(),
         }
     }
 
-    pub fn list(&self) -> Result<Vec<JobRow>, SchedulerError> {
+    pub async fn list(&self) -> Result<Vec<JobRow>, SchedulerError> {
+        self.settled.wait().await?;
         Ok(self.jobs.all()?.iter().map(JobRow::from).collect())
     }
 
-    pub fn add(&self, new: NewJob) -> Result<JobRow, SchedulerError> {
+    pub async fn add(&self, new: NewJob) -> Result<JobRow, SchedulerError> {
+        self.settled.wait().await?;
         let now = Utc::now();
         if !steward_config::is_plain_name(&new.name) {
             return Err(SchedulerError::Invalid(format!(
@@ -150,7 +158,8 @@ impl Scheduler {
         Ok(JobRow::from(&job))
     }
 
-    pub fn remove(&self, name: &str) -> Result<(), SchedulerError> {
+    pub async fn remove(&self, name: &str) -> Result<(), SchedulerError> {
+        self.settled.wait().await?;
         let job = self.get(name)?;
         if job.origin == Origin::Config {
             return Err(SchedulerError::FromConfig(name.to_owned()));
@@ -160,7 +169,8 @@ impl Scheduler {
         Ok(())
     }
 
-    pub fn set_paused(&self, name: &str, paused: bool) -> Result<JobRow, SchedulerError> {
+    pub async fn set_paused(&self, name: &str, paused: bool) -> Result<JobRow, SchedulerError> {
+        self.settled.wait().await?;
         let mut job = self.get(name)?;
         if job.paused && !paused {
             job.cursor = job.cursor.max(Utc::now());
@@ -173,6 +183,7 @@ impl Scheduler {
 
     /// Runs one occurrence now, marked manual.
     pub async fn trigger(&self, name: &str) -> Result<EventId, SchedulerError> {
+        self.settled.wait().await?;
         let mut job = self.get(name)?;
         let now = Utc::now();
         let event = super::occurrence_event(&job, now, true);

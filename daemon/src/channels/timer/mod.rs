@@ -19,6 +19,7 @@
 //! (tokio-cron-scheduler keeps what is running only in memory, which is how other daemons
 //! came to run jobs twice); a job's time zone defaults to the system's.
 
+pub mod config_jobs;
 pub mod control;
 pub mod cron;
 pub mod jobs;
@@ -51,20 +52,14 @@ pub struct TimerJobs {
     pub jobs: JobStore,
     /// Woken when jobs are added, changed or removed.
     pub changed: Arc<Notify>,
+    /// The config's jobs are in the store (see [`config_jobs`]); the timer starts after.
+    pub settled: config_jobs::JobsSettled,
 }
 
 /// Runs the timer channel until it is stopped (see the module docs).
 pub async fn run(jobs: TimerJobs, cx: ChannelContext) {
     let timer = Timer { jobs, cx };
-    timer
-        .cx
-        .keep_up(MAX_SLEEP, || async {
-            timer
-                .serve()
-                .await
-                .map_err(|e| Down::Failed(format!("storage error: {e}")))
-        })
-        .await;
+    timer.cx.keep_up(MAX_SLEEP, || timer.serve()).await;
 }
 
 struct Timer {
@@ -76,8 +71,22 @@ struct Timer {
 type Queue = BTreeSet<(DateTime<Utc>, String)>;
 
 impl Timer {
-    async fn serve(&self) -> Result<(), StoreError> {
+    async fn serve(&self) -> Result<(), Down> {
+        self.jobs
+            .settled
+            .wait()
+            .await
+            .map_err(|e| Down::Failed(e.to_string()))?;
+        self.run_jobs()
+            .await
+            .map_err(|e| Down::Failed(format!("storage error: {e}")))
+    }
+
+    async fn run_jobs(&self) -> Result<(), StoreError> {
         let mut queue = self.catch_up(Utc::now()).await?;
+        // The start's bursts are over: the config read, its jobs written, this first pass
+        // over every job. What they freed goes back to the system (see `crate::allocator`).
+        crate::allocator::release_freed_memory();
         loop {
             let now = Utc::now();
             while let Some((at, name)) = queue.first().cloned() {

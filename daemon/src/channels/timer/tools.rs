@@ -183,16 +183,26 @@ impl CronTool {
         Ok(match self.op {
             Op::Create => {
                 let new: CreateArgs = steward_tools::args::parse(args)?;
-                json!(self.scheduler.add(new.into()).map_err(failed)?)
+                json!(self.scheduler.add(new.into()).await.map_err(failed)?)
             }
-            Op::List => json!({"jobs": self.scheduler.list().map_err(failed)?}),
+            Op::List => json!({"jobs": self.scheduler.list().await.map_err(failed)?}),
             Op::Delete => {
                 let name = name()?;
-                self.scheduler.remove(&name).map_err(failed)?;
+                self.scheduler.remove(&name).await.map_err(failed)?;
                 json!({"deleted": name})
             }
-            Op::Pause => json!(self.scheduler.set_paused(&name()?, true).map_err(failed)?),
-            Op::Resume => json!(self.scheduler.set_paused(&name()?, false).map_err(failed)?),
+            Op::Pause => json!(
+                self.scheduler
+                    .set_paused(&name()?, true)
+                    .await
+                    .map_err(failed)?
+            ),
+            Op::Resume => json!(
+                self.scheduler
+                    .set_paused(&name()?, false)
+                    .await
+                    .map_err(failed)?
+            ),
             Op::Trigger => {
                 let id = self.scheduler.trigger(&name()?).await.map_err(failed)?;
                 json!({"event_id": id})
