@@ -145,7 +145,7 @@ impl Embedder for EmbeddingModel {
         self.dims
     }
 
-    fn embed(&self, text: &str) -> Vec<f32> {
+    fn token_sum(&self, text: &str) -> Vec<f32> {
         let mut sum = vec![0f32; self.dims];
         for id in self.token_ids(super::text::head(text, MAX_QUERY_CHARS)) {
             let id = id as usize;
@@ -159,7 +159,6 @@ impl Embedder for EmbeddingModel {
                 *s += f32::from(v) * scale;
             }
         }
-        super::normalise(&mut sum);
         sum
     }
 }

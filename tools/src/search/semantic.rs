@@ -35,9 +35,16 @@ fn query_words(text: &str) -> String {
 /// A text embedder: the static model in the daemon, a toy in tests.
 pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn dims(&self) -> usize;
-    /// The text's vector, of length [`Embedder::dims`], normalised (or all zeros for a
-    /// text with no known token).
-    fn embed(&self, text: &str) -> Vec<f32>;
+    /// The sum of the text's token vectors, of length [`Embedder::dims`] (all zeros for a
+    /// text with no known token): sums of parts add up to the sum of the whole, so a
+    /// request cut into sentences is tokenized once.
+    fn token_sum(&self, text: &str) -> Vec<f32>;
+    /// The text's vector, normalised.
+    fn embed(&self, text: &str) -> Vec<f32> {
+        let mut sum = self.token_sum(text);
+        normalise(&mut sum);
+        sum
+    }
 }
 
 /// Scales `v` to unit length (a zero vector stays zero).
@@ -119,18 +126,50 @@ impl SemanticIndex {
         }
     }
 
-    /// Cosine similarity of the query with every tool.
-    pub(super) fn similarities(&self, text: &str) -> Vec<f32> {
-        let query = self.model.embed(&query_words(text));
-        if query.len() != self.dims {
+    /// A query text's token sum (see [`Embedder::token_sum`]), read as queries are: its
+    /// head, without blobs.
+    pub(super) fn query_sum(&self, text: &str) -> Vec<f32> {
+        self.model.token_sum(&query_words(text))
+    }
+
+    /// Cosine similarity of a query's vector (a [`SemanticIndex::query_sum`], or a sum of
+    /// them) with every tool.
+    pub(super) fn similarities(&self, query: &[f32]) -> Vec<f32> {
+        let Some((query, query_scale)) = self.quantised(query) else {
             return vec![0.0; self.scales.len()];
-        }
-        let (query, query_scale) = quantise_query(&query);
+        };
         self.rows
             .chunks_exact(self.dims)
             .zip(&self.scales)
             .map(|(tool, scale)| dot(tool, &query) as f32 * scale * query_scale)
             .collect()
+    }
+
+    /// Cosine similarity of the query with each of `docs` (indexes of tools), in that order.
+    pub(super) fn similarities_among(&self, query: &[f32], docs: &[usize]) -> Vec<f32> {
+        let Some((query, query_scale)) = self.quantised(query) else {
+            return vec![0.0; docs.len()];
+        };
+        docs.iter()
+            .map(|&doc| {
+                let row = self.rows.get(doc * self.dims..(doc + 1) * self.dims);
+                match (row, self.scales.get(doc)) {
+                    (Some(tool), Some(scale)) => dot(tool, &query) as f32 * scale * query_scale,
+                    _ => 0.0,
+                }
+            })
+            .collect()
+    }
+
+    /// The query's direction as integers and the factor back to cosines, or `None` when
+    /// the model gave a vector of another length.
+    fn quantised(&self, query: &[f32]) -> Option<(Vec<i16>, f32)> {
+        if query.len() != self.dims {
+            return None;
+        }
+        let mut unit = query.to_vec();
+        normalise(&mut unit);
+        Some(quantise_query(&unit))
     }
 }
 
@@ -244,7 +283,7 @@ mod tests {
         fn dims(&self) -> usize {
             3
         }
-        fn embed(&self, text: &str) -> Vec<f32> {
+        fn token_sum(&self, text: &str) -> Vec<f32> {
             let mut v = vec![0f32; 3];
             for word in text.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
                 match word {
@@ -254,7 +293,6 @@ mod tests {
                     _ => {}
                 }
             }
-            normalise(&mut v);
             v
         }
     }
