@@ -27,8 +27,8 @@
 //!   `clause_semantic` 0.3–0.6, exponents 2–8, 100 or 200 candidates.
 //!
 //! Effect, dev R@5 cold: sealtools 0.916 → 0.953, toolbench 0.718 → 0.735, metatool 0.742
-//! → 0.740, livemcpbench 0.424 → 0.418; sealtools' p99 over its 4,076 tools stays at
-//! ~0.76 ms (its requests have three to six sentences).
+//! → 0.740, livemcpbench 0.424 → 0.418. The cost is sealtools' (requests of three to six
+//! sentences, 4,076 tools): p50 463 → 631 µs, p99 765 → 1,174 µs (A/B in BENCHMARKS.md).
 
 use super::semantic::{self, SemanticIndex};
 use super::{SearchIndex, text};
