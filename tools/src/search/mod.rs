@@ -395,28 +395,6 @@ impl SearchIndex {
         (scores, confidence)
     }
 
-    /// BM25F scores of `docs` alone, in that order, with the server share taken among
-    /// them: for scoring a few candidates again, a walk over the postings that only looks
-    /// up whether each posting is a candidate (a binary search per candidate and term was
-    /// measured slower: sealtools p99 1.0–1.1 ms against 0.76 in the same spell).
-    fn lexical_among(&self, terms: &[String], docs: &[usize]) -> Vec<f32> {
-        let mut scores = vec![0f32; docs.len()];
-        let mut slot = vec![u32::MAX; self.len()];
-        for (i, &doc) in docs.iter().enumerate() {
-            slot[doc] = i as u32;
-        }
-        for postings in terms.iter().filter_map(|term| self.postings.get(term)) {
-            let idf = self.idf(postings.len());
-            for posting in postings {
-                if let Some(score) = scores.get_mut(slot[posting.doc as usize] as usize) {
-                    *score += idf * self.saturated_tf(posting);
-                }
-            }
-        }
-        self.add_server_share(&mut scores, docs.iter().copied());
-        scores
-    }
-
     fn idf(&self, df: usize) -> f32 {
         let (n, df) = (self.len() as f32, df as f32);
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
