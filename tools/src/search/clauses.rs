@@ -28,7 +28,7 @@
 //!
 //! Effect, dev R@5 cold: sealtools 0.916 → 0.953, toolbench 0.718 → 0.735, metatool 0.742
 //! → 0.740, livemcpbench 0.424 → 0.418. The cost is sealtools' (requests of three to six
-//! sentences, 4,076 tools): p50 463 → 631 µs, p99 765 → 1,174 µs (A/B in BENCHMARKS.md).
+//! sentences, 4,076 tools): p99 0.70–0.77 → 0.96–1.17 ms in two A/B runs (BENCHMARKS.md).
 
 use super::semantic::{self, SemanticIndex};
 use super::{SearchIndex, text};
