@@ -28,7 +28,8 @@
 //!
 //! Effect, dev R@5 cold: sealtools 0.916 → 0.953, toolbench 0.718 → 0.735, metatool 0.742
 //! → 0.740, livemcpbench 0.424 → 0.418. The cost is sealtools' (requests of three to six
-//! sentences, 4,076 tools): p99 0.70–0.77 → 0.96–1.17 ms in two A/B runs (BENCHMARKS.md).
+//! sentences, 4,076 tools): p99 0.70–0.77 → 0.96–1.17 ms in two A/B runs, brought back to
+//! 0.48 ms by precomputed BM25F weights and a shortlisted semantic pass (BENCHMARKS.md).
 
 use super::semantic::{self, SemanticIndex};
 use super::{SearchIndex, text};
@@ -157,7 +158,7 @@ impl SearchIndex {
                     .get(posting.doc as usize)
                     .and_then(|&slot| scores.get_mut(slot as usize))
                 {
-                    *score += idf * self.saturated_tf(posting);
+                    *score += idf * posting.tf;
                 }
             }
         }

@@ -156,18 +156,20 @@ impl Weights {
     }
 }
 
-#[derive(Clone, Debug)]
+/// A tool that contains a term, with the term's BM25F weight in it (its frequency over the
+/// fields, length-normalised and saturated): everything but the idf is fixed when the index
+/// is built, so a search only multiplies.
+#[derive(Clone, Copy, Debug)]
 struct Posting {
     doc: u32,
-    tf: [u16; FIELDS],
+    tf: f32,
 }
 
 #[derive(Debug)]
 pub struct SearchIndex {
     weights: Weights,
     postings: HashMap<String, Vec<Posting>>,
-    lengths: Vec<[u16; FIELDS]>,
-    average: [f32; FIELDS],
+    tools: usize,
     /// Each tool's name parts, for `+term` queries.
     parts: Vec<Vec<String>>,
     names: HashMap<String, u32>,
@@ -197,7 +199,7 @@ impl SearchIndex {
         weights: Weights,
         model: Option<Arc<dyn Embedder>>,
     ) -> Self {
-        let mut postings: HashMap<String, Vec<Posting>> = HashMap::new();
+        let mut counted: HashMap<String, Vec<(u32, [u16; FIELDS])>> = HashMap::new();
         let mut lengths = Vec::with_capacity(docs.len());
         let mut server_ids: HashMap<&str, u32> = HashMap::new();
         let mut server_of = Vec::with_capacity(docs.len());
@@ -224,10 +226,10 @@ impl SearchIndex {
                 }
             }
             for (term, tf) in counts {
-                postings
+                counted
                     .entry(term.to_owned())
                     .or_default()
-                    .push(Posting { doc: i as u32, tf });
+                    .push((i as u32, tf));
             }
             lengths.push(length);
             let next = server_ids.len() as u32;
@@ -251,13 +253,25 @@ impl SearchIndex {
         for sum in &mut average {
             *sum = (*sum / docs.len().max(1) as f32).max(1.0);
         }
+        let postings = counted
+            .into_iter()
+            .map(|(term, docs)| {
+                let postings = docs
+                    .into_iter()
+                    .map(|(doc, tf)| Posting {
+                        doc,
+                        tf: saturated_tf(&weights, &tf, &lengths[doc as usize], &average),
+                    })
+                    .collect();
+                (term, postings)
+            })
+            .collect();
         let semantic =
             model.map(|model| semantic::SemanticIndex::build(model, docs, weights.usage_pull));
         Self {
             weights,
             postings,
-            lengths,
-            average,
+            tools: docs.len(),
             parts: docs.iter().map(|d| text::name_parts(&d.name)).collect(),
             names: docs
                 .iter()
@@ -272,11 +286,11 @@ impl SearchIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.lengths.len()
+        self.tools
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
+        self.tools == 0
     }
 
     /// The best `k` tools for a query, best first, as indexes into the docs it was built
@@ -387,7 +401,7 @@ impl SearchIndex {
             };
             known += idf;
             for posting in postings {
-                scores[posting.doc as usize] += idf * self.saturated_tf(posting);
+                scores[posting.doc as usize] += idf * posting.tf;
             }
         }
         self.add_server_share(&mut scores, 0..self.len());
@@ -398,20 +412,6 @@ impl SearchIndex {
     fn idf(&self, df: usize) -> f32 {
         let (n, df) = (self.len() as f32, df as f32);
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-    }
-
-    /// BM25F's term frequency over the fields, length-normalised and saturated.
-    fn saturated_tf(&self, posting: &Posting) -> f32 {
-        let w = &self.weights;
-        let length = &self.lengths[posting.doc as usize];
-        let tf: f32 = (0..FIELDS)
-            .filter(|&f| posting.tf[f] > 0)
-            .map(|f| {
-                let norm = 1.0 - w.b[f] + w.b[f] * f32::from(length[f]) / self.average[f];
-                w.field[f] * f32::from(posting.tf[f]) / norm
-            })
-            .sum();
-        tf * (w.k1 + 1.0) / (w.k1 + tf)
     }
 
     /// Adds to each score (`scores[i]` is the score of the `i`th of `docs`) a share of the
@@ -445,19 +445,25 @@ impl SearchIndex {
     ) -> Vec<(usize, f32)> {
         // Per candidate: (term index, idf) of the query terms it contains.
         let candidates = pool.len().min(DIVERSE_POOL);
+        let known: Vec<(usize, &[Posting], f32)> = terms
+            .iter()
+            .enumerate()
+            .filter_map(|(t, term)| {
+                let postings = self.postings.get(term)?;
+                Some((t, postings.as_slice(), self.idf(postings.len())))
+            })
+            .collect();
         let matched: Vec<Vec<(usize, f32)>> = pool[..candidates]
             .iter()
             .map(|&(doc, _)| {
-                terms
+                known
                     .iter()
-                    .enumerate()
-                    .filter_map(|(t, term)| {
-                        let postings = self.postings.get(term)?;
+                    .filter(|(_, postings, _)| {
                         postings
                             .binary_search_by_key(&(doc as u32), |p| p.doc)
-                            .ok()?;
-                        Some((t, self.idf(postings.len())))
+                            .is_ok()
                     })
+                    .map(|&(t, _, idf)| (t, idf))
                     .collect()
             })
             .collect();
@@ -494,6 +500,25 @@ impl SearchIndex {
         pool.clear();
         out
     }
+}
+
+/// BM25F's term frequency over the fields of one tool (`tf` per field, the tool's field
+/// `lengths`, the corpus' `average` lengths), length-normalised and saturated.
+fn saturated_tf(
+    weights: &Weights,
+    tf: &[u16; FIELDS],
+    lengths: &[u16; FIELDS],
+    average: &[f32; FIELDS],
+) -> f32 {
+    let w = weights;
+    let tf: f32 = (0..FIELDS)
+        .filter(|&f| tf[f] > 0)
+        .map(|f| {
+            let norm = 1.0 - w.b[f] + w.b[f] * f32::from(lengths[f]) / average[f];
+            w.field[f] * f32::from(tf[f]) / norm
+        })
+        .sum();
+    tf * (w.k1 + 1.0) / (w.k1 + tf)
 }
 
 #[cfg(test)]
