@@ -43,6 +43,7 @@ pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
 /// `steward run`: the data dir is opened (locked, database open) before the config is
 /// parsed — see [`OpenDataDir`] for why the order matters.
 pub fn run(cli: &Cli, config_path: Option<PathBuf>, log_format: Option<LogFormatArg>) -> ExitCode {
+    crate::allocator::cap_arenas();
     if let Err(code) = named_config_exists(cli) {
         return code;
     }
