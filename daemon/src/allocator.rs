@@ -20,15 +20,12 @@
 //!
 //! The workspace denies `unsafe`; this module holds its only exceptions (see the SAFETY notes).
 
-/// Arenas glibc may keep: one per runtime worker thread.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const ARENAS: libc::c_int = 2;
-
-/// Caps the number of allocator arenas (see the module docs), unless the environment sets
-/// it. Called once, first thing in `steward run`, before any other thread exists.
+/// Caps the number of allocator arenas at `arenas` — one per runtime worker thread (see the
+/// module docs) — unless the environment sets it. Called once, first thing in `steward run`,
+/// before any other thread exists.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[expect(unsafe_code, reason = "glibc's mallopt has no safe binding")]
-pub(crate) fn cap_arenas() {
+pub(crate) fn cap_arenas(arenas: usize) {
     if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
         return;
     }
@@ -36,12 +33,15 @@ pub(crate) fn cap_arenas() {
     // `M_ARENA_MAX` only bounds how many arenas later allocations may create. Its answer
     // (whether the value was accepted) changes nothing here: the default stays.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, ARENAS);
+        libc::mallopt(
+            libc::M_ARENA_MAX,
+            libc::c_int::try_from(arenas).unwrap_or(libc::c_int::MAX),
+        );
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn cap_arenas() {}
+pub(crate) fn cap_arenas(_arenas: usize) {}
 
 /// Returns to the system the free pages of every allocator arena.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -40,10 +40,13 @@ pub fn init(config_path: Option<PathBuf>, force: bool) -> ExitCode {
     }
 }
 
+/// Threads of the daemon's async runtime; the allocator keeps one arena for each.
+const RUNTIME_WORKERS: usize = 2;
+
 /// `steward run`: the data dir is opened (locked, database open) before the config is
 /// parsed — see [`OpenDataDir`] for why the order matters.
 pub fn run(cli: &Cli, config_path: Option<PathBuf>, log_format: Option<LogFormatArg>) -> ExitCode {
-    crate::allocator::cap_arenas();
+    crate::allocator::cap_arenas(RUNTIME_WORKERS);
     if let Err(code) = named_config_exists(cli) {
         return code;
     }
@@ -71,7 +74,7 @@ pub fn run(cli: &Cli, config_path: Option<PathBuf>, log_format: Option<LogFormat
         tracing::info!(config = %path.display(), "no config file; running on the embedded defaults");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(RUNTIME_WORKERS)
         .enable_all()
         .build()
     {
