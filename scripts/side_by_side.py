@@ -91,14 +91,10 @@ def matrix_user(name):
     return f"@{name}:localhost"
 
 
-def steward(binary, loadgen, run):
-    """One run of Steward; returns its figures."""
-    data = tempfile.mkdtemp(prefix="sbs-steward-")
-    watched = tempfile.mkdtemp(prefix="sbs-watched-")
-    try:
-        user = f"sbs-{os.getpid()}-{run}@example.test"
-        bot = matrix_user(f"sbs-steward-{os.getpid()}-{run}")
-        config = f"""
+def steward_config(watched, user, bot):
+    """Steward's config with every channel (see the module docs); the secrets come from the
+    environment of `steward_env`."""
+    return f"""
 [model]
 provider = "openai"
 base_url = "http://127.0.0.1:{CLOSED_PORT}/v1"
@@ -151,6 +147,22 @@ token_env = "SBS_TELEGRAM_TOKEN"
 api_url = "http://127.0.0.1:{CLOSED_PORT}"
 owners = [1]
 """
+
+
+def steward_env(notify_path):
+    return dict(os.environ, NOTIFY_SOCKET=notify_path, RUST_LOG="error", SBS_SECRET=SECRET,
+                SBS_MAIL_PASSWORD="secret", SBS_MATRIX_PASSWORD="side-by-side-pw",
+                SBS_TELEGRAM_TOKEN="123:side-by-side")
+
+
+def steward(binary, loadgen, run):
+    """One run of Steward; returns its figures."""
+    data = tempfile.mkdtemp(prefix="sbs-steward-")
+    watched = tempfile.mkdtemp(prefix="sbs-watched-")
+    try:
+        user = f"sbs-{os.getpid()}-{run}@example.test"
+        bot = matrix_user(f"sbs-steward-{os.getpid()}-{run}")
+        config = steward_config(watched, user, bot)
         path = os.path.join(data, "config.toml")
         with open(path, "w") as f:
             f.write(config)
@@ -158,9 +170,7 @@ owners = [1]
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(notify_path)
         notify.settimeout(60)
-        env = dict(os.environ, NOTIFY_SOCKET=notify_path, RUST_LOG="error", SBS_SECRET=SECRET,
-                   SBS_MAIL_PASSWORD="secret", SBS_MATRIX_PASSWORD="side-by-side-pw",
-                   SBS_TELEGRAM_TOKEN="123:side-by-side")
+        env = steward_env(notify_path)
         started = time.monotonic()
         child = subprocess.Popen([binary, "--data-dir", data, "--config", path, "run"], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

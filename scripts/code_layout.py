@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Writes daemon/code-layout.order: the functions a running Steward uses, for the linker to
+place together (see `order_code_by_use` in daemon/build.rs for why).
+
+It runs the release binary under valgrind's callgrind with every channel configured (the
+config of scripts/side_by_side.py: socket, HTTP with the web page, a signed webhook route,
+cron, a watch, an MCP server, email IMAP IDLE, Matrix E2EE, Telegram), waits for READY, asks
+for `steward status`, sends signed webhook deliveries, lets it idle, stops it, and keeps the
+functions that ran — most instructions first — that the binary's symbol table has.
+
+    code_layout.py BINARY OUTPUT [IDLE_SECS]
+
+Needs valgrind, the loopback mail stack (tests/mail/stack.sh start) and Synapse
+(tests/matrix/synapse.sh start); scripts/code-layout.sh builds the binary and runs this.
+"""
+import collections
+import hashlib
+import hmac
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import side_by_side  # noqa: E402  (the every-channel config lives there)
+
+DELIVERIES = 20
+
+
+def deliver(port, n):
+    body = ('{"zen": "code layout %d"}' % n).encode()
+    signature = hmac.new(side_by_side.SECRET.encode(), body, hashlib.sha256).hexdigest()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/gh", data=body, headers={
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": f"code-layout-{os.getpid()}-{n}",
+        "X-Hub-Signature-256": f"sha256={signature}",
+    })
+    with urllib.request.urlopen(request, timeout=60) as response:
+        if response.status != 202:
+            raise RuntimeError(f"webhook delivery answered {response.status}")
+
+
+def profile(binary, idle_secs, profile_path):
+    data = tempfile.mkdtemp(prefix="layout-steward-")
+    watched = tempfile.mkdtemp(prefix="layout-watched-")
+    try:
+        user = f"layout-{os.getpid()}@example.test"
+        bot = side_by_side.matrix_user(f"layout-{os.getpid()}")
+        config = os.path.join(data, "config.toml")
+        with open(config, "w") as f:
+            f.write(side_by_side.steward_config(watched, user, bot))
+        notify_path = os.path.join(data, "notify.sock")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.settimeout(600)
+        child = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={profile_path}",
+             "--dump-instr=no", "--demangle=no", "--compress-strings=no", "--compress-pos=no",
+             binary, "--data-dir", data, "--config", config, "run"],
+            env=side_by_side.steward_env(notify_path),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while b"READY=1" not in notify.recv(4096):
+                pass
+            addr_file = os.path.join(data, "http.addr")
+            while not os.path.exists(addr_file):
+                time.sleep(0.05)
+            port = int(open(addr_file).read().rsplit(":", 1)[1])
+            side_by_side.wait_port(port, child, deadline_s=600)
+            subprocess.run([binary, "--data-dir", data, "status"], check=True,
+                           stdout=subprocess.DEVNULL, timeout=600)
+            for n in range(DELIVERIES):
+                deliver(port, n)
+            time.sleep(idle_secs)
+        finally:
+            child.terminate()
+            child.wait(timeout=600)
+            notify.close()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(watched, ignore_errors=True)
+
+
+def instructions_per_function(profile_path):
+    """Exclusive instruction counts by (mangled) function name. With --dump-instr=no a cost
+    line is `LINE COUNT`; the line after `calls=` is the call's inclusive cost, not counted."""
+    cost = collections.Counter()
+    function, after_call = None, False
+    with open(profile_path) as f:
+        for line in f:
+            if line.startswith("fn="):
+                function = line[3:].strip().split("'")[0]  # `'2`: callgrind's recursion depth
+                cost[function] += 0
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if not after_call and function is not None:
+                    fields = line.split()
+                    if len(fields) >= 2 and fields[1].isdigit():
+                        cost[function] += int(fields[1])
+                after_call = False
+    return cost
+
+
+def code_symbols(binary):
+    out = subprocess.run(["nm", "--defined-only", binary], check=True, capture_output=True,
+                         text=True).stdout
+    return {fields[2] for fields in (l.split() for l in out.splitlines())
+            if len(fields) == 3 and fields[1] in "tTwW"}
+
+
+def main():
+    binary, output = sys.argv[1], sys.argv[2]
+    idle_secs = float(sys.argv[3]) if len(sys.argv) > 3 else 30
+    with tempfile.TemporaryDirectory() as work:
+        profile_path = os.path.join(work, "callgrind.out")
+        profile(binary, idle_secs, profile_path)
+        cost = instructions_per_function(profile_path)
+    symbols = code_symbols(binary)
+    used = sorted((name for name in cost if name in symbols), key=lambda n: (-cost[n], n))
+    if not used:
+        sys.exit("no function of the profile is in the binary's symbol table (stripped?)")
+    with open(output, "w") as f:
+        f.write("# The functions a running Steward used, most instructions first: start, idle with\n"
+                "# every channel, `steward status`, signed webhook deliveries. Written by\n"
+                "# scripts/code-layout.sh; read by the linker (see daemon/build.rs).\n")
+        f.write("".join(name + "\n" for name in used))
+    print(f"{len(used)} functions of {len(cost)} in the profile written to {output}")
+
+
+if __name__ == "__main__":
+    main()
