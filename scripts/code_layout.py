@@ -5,7 +5,8 @@ place together (see `order_code_by_use` in daemon/build.rs for why).
 It runs the release binary under valgrind's callgrind with every channel configured (the
 config of scripts/side_by_side.py: socket, HTTP with the web page, a signed webhook route,
 cron, a watch, an MCP server, email IMAP IDLE, Matrix E2EE, Telegram), waits for READY, asks
-for `steward status`, sends signed webhook deliveries, lets it idle, stops it, and keeps the
+for `steward status`, sends the owner's message over the socket (the model is unreachable:
+the turn fails and says so), sends signed webhook deliveries, lets it idle, stops it, keeps the
 functions that ran — most instructions first — that the binary's symbol table has.
 
     code_layout.py BINARY OUTPUT [IDLE_SECS]
@@ -72,8 +73,9 @@ def profile(binary, idle_secs, profile_path):
                 time.sleep(0.05)
             port = int(open(addr_file).read().rsplit(":", 1)[1])
             side_by_side.wait_port(port, child, deadline_s=600)
-            subprocess.run([binary, "--data-dir", data, "status"], check=True,
-                           stdout=subprocess.DEVNULL, timeout=600)
+            for command in (["status"], ["send", "what is on my calendar today?"]):
+                subprocess.run([binary, "--data-dir", data, *command], check=True,
+                               stdout=subprocess.DEVNULL, timeout=600)
             for n in range(DELIVERIES):
                 deliver(port, n)
             time.sleep(idle_secs)
@@ -127,8 +129,8 @@ def main():
         sys.exit("no function of the profile is in the binary's symbol table (stripped?)")
     with open(output, "w") as f:
         f.write("# The functions a running Steward used, most instructions first: start, idle with\n"
-                "# every channel, `steward status`, signed webhook deliveries. Written by\n"
-                "# scripts/code-layout.sh; read by the linker (see daemon/build.rs).\n")
+                "# every channel, `steward status`, an owner's message, signed webhook deliveries.\n"
+                "# Written by scripts/code-layout.sh; read by the linker (see daemon/build.rs).\n")
         f.write("".join(name + "\n" for name in used))
     print(f"{len(used)} functions of {len(cost)} in the profile written to {output}")
 
