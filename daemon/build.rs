@@ -7,7 +7,7 @@
 //! never as passed. The venv's location reaches the tests as `STEWARD_INTEROP_VENV`.
 //!
 //! It also packs the binary's relative relocations (see [`pack_relative_relocations`]) and
-//! lays out its code in first-use order (see [`order_code_by_use`]).
+//! places the code a running daemon uses together (see [`order_code_by_use`]).
 
 use std::path::PathBuf;
 
@@ -118,17 +118,18 @@ fn pack_relative_relocations() {
 /// warning; the layout then decays towards the compiler's own, it never breaks the build.
 ///
 /// The option is LLD's, so it is given only where rustc links with LLD by default
-/// (x86_64-unknown-linux-gnu since Rust 1.90) and no linker is chosen in the flags or the
-/// environment, and only for optimised builds (the tests do not need it).
+/// (x86_64-unknown-linux-gnu since Rust 1.90), not when the flags mention linking at all or the
+/// environment names a linker (either may take LLD away), and only for optimised builds (the
+/// tests do not need it).
 fn order_code_by_use() {
     let order = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("code-layout.order");
     println!("cargo::rerun-if-changed={}", order.display());
     let var = |key: &str| std::env::var(key).unwrap_or_default();
-    let linker_chosen = var("CARGO_ENCODED_RUSTFLAGS").contains("link")
+    let linking_customised = var("CARGO_ENCODED_RUSTFLAGS").contains("link")
         || std::env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some();
     if var("TARGET") != "x86_64-unknown-linux-gnu"
         || var("PROFILE") != "release"
-        || linker_chosen
+        || linking_customised
         || !order.exists()
     {
         return;

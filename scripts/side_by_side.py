@@ -150,6 +150,7 @@ owners = [1]
 
 
 def steward_env(notify_path):
+    """The environment `steward_config` expects, with READY=1 sent to `notify_path`."""
     return dict(os.environ, NOTIFY_SOCKET=notify_path, RUST_LOG="error", SBS_SECRET=SECRET,
                 SBS_MAIL_PASSWORD="secret", SBS_MATRIX_PASSWORD="side-by-side-pw",
                 SBS_TELEGRAM_TOKEN="123:side-by-side")
