@@ -101,6 +101,10 @@ pub enum ItemKind {
         /// The CANCEL event that stopped the step; `None` when a restart interrupted it.
         by: Option<EventId>,
         reason: String,
+        /// The step was put off, not given up: it runs again for the same events (when the
+        /// model answers again, when the budget allows) — after a restart too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        runs_again: bool,
     },
     /// A model-made summary of the items up to `covers_through` (a seq), which the brain
     /// sees instead of them once the conversation outgrew the context budget. The items

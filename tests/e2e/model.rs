@@ -230,6 +230,60 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
     );
 }
 
+/// The owner is told the event "will be answered when it is back": a restart while the
+/// step waits for the model must keep that promise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_put_off_for_the_model_runs_again_after_a_restart() {
+    let failure =
+        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\nConnection: close\r\n\r\noops";
+    let scripts = vec![
+        failure.to_owned(),
+        failure.to_owned(),
+        failure.to_owned(),
+        text_answer("Answered after the restart."),
+    ];
+    let model = ScriptedModel::start(scripts, 64);
+    let mut daemon = TestDaemon::start_with(&config(model.port));
+    let id = daemon.send("remind me to call Ada", None).await;
+    daemon
+        .wait_for_trajectory("the step put off", |items| {
+            items.iter().any(|i| {
+                matches!(
+                    &i.kind,
+                    steward_events::ItemKind::StepCancelled {
+                        runs_again: true,
+                        ..
+                    }
+                )
+            })
+        })
+        .await;
+    // Stopped before the deferred step's own retry (2 s after it was put off).
+    assert!(daemon.terminate().success());
+    assert_eq!(model.requests().len(), 3, "the retry came before the stop");
+
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    let items = daemon
+        .wait_for_trajectory("the put-off step answered", |items| {
+            items.iter().any(|i| {
+                matches!(&i.kind, steward_events::ItemKind::Assistant { text, .. } if text == "Answered after the restart.")
+            })
+        })
+        .await;
+    assert_eq!(
+        crate::support::merged_ids(&items),
+        vec![id],
+        "the event was merged once and answered once"
+    );
+    assert_eq!(model.requests().len(), 4);
+    let last_step_events = items.iter().rev().find_map(|i| match &i.kind {
+        steward_events::ItemKind::StepStarted { events } => Some(events.clone()),
+        _ => None,
+    });
+    assert_eq!(last_step_events, Some(vec![id]));
+}
+
 pub(crate) fn text_answer(text: &str) -> String {
     sse(&[
         chunk(json!({"role": "assistant", "content": text}), None),

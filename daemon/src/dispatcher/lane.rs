@@ -169,6 +169,7 @@ impl Lanes {
                 ItemKind::StepCancelled {
                     by: None,
                     reason: format!("{reason}; the lane will run again when the budget allows"),
+                    runs_again: true,
                 },
             )?;
             return Err(LaneError::OverBudget(reason));

@@ -17,7 +17,10 @@
 //! model call, see [`MergeFlush`]). A step that was
 //! running when the daemon stopped (crash or shutdown) is recorded as `step_cancelled`
 //! ("interrupted") on the next start and then run again for the same events, so no message
-//! to the owner is silently left unanswered.
+//! to the owner is silently left unanswered. A step put off for the model or the budget
+//! (`step_cancelled` with `runs_again`) is, on the next start, the deferred step again, due
+//! at once: the owner was told its events "will be answered", and a restart in between must
+//! not break that.
 
 mod context;
 mod lane;
@@ -41,7 +44,7 @@ pub use step::{MergeFlush, StepReport, StepRunner};
 use crate::notify::Heartbeat;
 use crate::replies::{Announcement, ReplyHub};
 use crate::status::StatusBoard;
-use crate::store::{EventRecord, Inbox, StoreError, Trajectory};
+use crate::store::{EventRecord, Inbox, StoreError, Trajectory, UnfinishedStep};
 use steward_events::StepEnd;
 
 #[derive(Debug)]
@@ -101,8 +104,23 @@ impl Dispatcher {
             ..Boundary::default()
         };
         let mut task: Option<JoinHandle<StepReport>> = None;
-        if let Some(events) = self.trajectory.interrupted_step()? {
-            task = Some(self.resume(&mut at, events).await?);
+        match self.trajectory.unfinished_step()? {
+            Some(UnfinishedStep::Interrupted(events)) => {
+                task = Some(self.resume(&mut at, events).await?);
+            }
+            Some(UnfinishedStep::PutOff(events)) => {
+                info!(
+                    events = events.len(),
+                    "a step put off before the stop runs again now"
+                );
+                at.deferred = Some(DeferredStep {
+                    events: self.events_of(events)?,
+                    failures: 0,
+                    due: tokio::time::Instant::now(),
+                    over_budget: false,
+                });
+            }
+            None => {}
         }
         let mut durable = self.inbox.durable_arrivals();
         loop {
@@ -241,16 +259,23 @@ impl Dispatcher {
             ItemKind::StepCancelled {
                 by: None,
                 reason: "interrupted: the daemon stopped during this step".into(),
+                runs_again: false,
             },
         )?;
+        let events = self.events_of(ids)?;
+        self.launch(at, events, Vec::new()).await
+    }
+
+    /// The events of an unfinished step, read back from the inbox.
+    fn events_of(&self, ids: Vec<EventId>) -> Result<Vec<Event>, StoreError> {
         let mut events = Vec::with_capacity(ids.len());
         for id in ids {
             match self.inbox.get(id)? {
                 Some(record) => events.push(record.event),
-                None => warn!(event_id = %id, "event of the interrupted step is missing"),
+                None => warn!(event_id = %id, "event of an unfinished step is missing"),
             }
         }
-        self.launch(at, events, Vec::new()).await
+        Ok(events)
     }
 
     async fn launch(
@@ -304,6 +329,7 @@ impl Dispatcher {
                     ItemKind::StepCancelled {
                         by,
                         reason: reason.clone(),
+                        runs_again: false,
                     },
                 )?;
                 StepEnd::Cancelled { reason }
@@ -347,6 +373,7 @@ impl Dispatcher {
             ItemKind::StepCancelled {
                 by: None,
                 reason: format!("the model is unavailable ({error}); the step will run again"),
+                runs_again: true,
             },
         )?;
         let failures = at.deferred.as_ref().map_or(0, |d| d.failures) + 1;
@@ -399,6 +426,7 @@ impl Dispatcher {
             ItemKind::StepCancelled {
                 by: None,
                 reason: format!("{reason}; the step will run again when the budget allows"),
+                runs_again: true,
             },
         )?;
         warn!(step = running.step, %reason, "model work waits for the budget");

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Mutex, watch};
 
 pub use inbox::{EventRecord, Inbox, InboxChange, Submitted};
-pub use trajectory::{Trajectory, event_item, purge as purge_trajectories};
+pub use trajectory::{Trajectory, UnfinishedStep, event_item, purge as purge_trajectories};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

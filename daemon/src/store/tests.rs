@@ -98,6 +98,57 @@ async fn submitted_events_survive_a_reopen_and_are_pending_in_order() {
     );
 }
 
+/// A merge larger than one write (the backlog of a model outage) is written in several
+/// batches: every event is merged once, in arrival order, at consecutive positions, and
+/// stays so after a reopen.
+#[tokio::test]
+async fn a_merge_of_many_events_keeps_arrival_order_across_its_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let count = 2 * super::trajectory::EVENTS_PER_WRITE + 3;
+    let mut ids = Vec::new();
+    {
+        let (store, inbox) = open(dir.path(), count, DAY);
+        for i in 0..count {
+            ids.push(
+                inbox
+                    .submit(event(&format!("e{i}"), None))
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        let trajectory = Trajectory::main(&store).unwrap();
+        let items = trajectory
+            .merge_events(&inbox, 1, inbox.read_pending(0, count).unwrap())
+            .unwrap();
+        let seqs: Vec<u64> = items.iter().map(|i| i.seq).collect();
+        assert_eq!(seqs, (1..=count as u64).collect::<Vec<_>>());
+        assert_eq!(inbox.pending_count(), 0, "the whole merge left the inbox");
+        store.flush().await.unwrap();
+    }
+    let (store, inbox) = open(dir.path(), count, DAY);
+    assert!(inbox.read_pending(0, count).unwrap().is_empty());
+    let merged: Vec<_> = Trajectory::main(&store)
+        .unwrap()
+        .list(None)
+        .unwrap()
+        .into_iter()
+        .map(|item| match item.kind {
+            steward_events::ItemKind::Event { event_id, .. } => (item.seq, event_id),
+            other => panic!("expected an event item, got {other:?}"),
+        })
+        .collect();
+    let expected: Vec<_> = (1..=count as u64).zip(ids.iter().copied()).collect();
+    assert_eq!(merged, expected, "each event once, in arrival order");
+    for (seq, id) in expected {
+        let record = inbox.get(id).unwrap().unwrap();
+        assert!(
+            matches!(record.state, EventState::Merged { seq: s, .. } if s == seq),
+            "{record:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_dedupe_key_seen_within_retention_is_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();

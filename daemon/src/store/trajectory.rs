@@ -1,15 +1,24 @@
 //! Trajectories: append-only, numbered items in the store's log tree, the main one under its
 //! own prefix and each side lane's under its origin event's id.
 //!
-//! Merging events is one atomic batch that appends their `event` items and marks them
-//! `merged` with their seq — so after a crash an event is either merged exactly once or still
-//! pending, never both, never twice.
+//! Merging an event appends its `event` item and marks it `merged` with its seq in one
+//! atomic batch — so after a crash an event is either merged exactly once or still pending,
+//! never both, never twice. A merge of many events is written as several such batches of at
+//! most [`EVENTS_PER_WRITE`] events, in arrival order: sled holds a whole batch and the
+//! copies of every tree node it touches in memory until it is applied, and one batch for
+//! the 17,000 webhook deliveries that waited out a model outage peaked at ~120 MB (measured
+//! 2026-12-04, kept resident by the allocator afterwards). A crash between two of them
+//! leaves the first events merged and the rest pending, as a crash between a merge and its
+//! `step_started` does.
 
 use chrono::{DateTime, Utc};
 use steward_events::{EventId, EventState, ItemKind, TrajectoryId, TrajectoryItem};
 use tokio::sync::watch;
 
 use super::{EventRecord, Inbox, Store, StoreError, decode, encode, keys};
+
+/// The most events one write of a merge holds (see the module docs).
+pub(super) const EVENTS_PER_WRITE: usize = 256;
 
 #[derive(Debug)]
 pub struct Trajectory {
@@ -80,16 +89,29 @@ impl Trajectory {
         Ok(item)
     }
 
-    /// Appends the events' items and marks them merged, atomically (see the module docs).
+    /// Appends the events' items and marks them merged, each event atomically (see the
+    /// module docs); returns the items in arrival order.
     pub fn merge_events(
         &self,
         inbox: &Inbox,
         step: u64,
         records: Vec<EventRecord>,
     ) -> Result<Vec<TrajectoryItem>, StoreError> {
-        if records.is_empty() {
-            return Ok(Vec::new());
+        let mut items = Vec::with_capacity(records.len());
+        let mut records = records.into_iter().peekable();
+        while records.peek().is_some() {
+            let chunk: Vec<EventRecord> = records.by_ref().take(EVENTS_PER_WRITE).collect();
+            items.extend(self.merge_chunk(inbox, step, chunk)?);
         }
+        Ok(items)
+    }
+
+    fn merge_chunk(
+        &self,
+        inbox: &Inbox,
+        step: u64,
+        records: Vec<EventRecord>,
+    ) -> Result<Vec<TrajectoryItem>, StoreError> {
         let mut next = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         let now = Utc::now();
         let mut items = Vec::with_capacity(records.len());
@@ -227,19 +249,38 @@ pub fn event_item(record: &EventRecord) -> ItemKind {
 }
 
 impl Trajectory {
-    /// The events of the last step if it was started and never ended (the daemon stopped
-    /// while it ran).
-    pub fn interrupted_step(&self) -> Result<Option<Vec<EventId>>, StoreError> {
+    /// The last step, when it has events still to be answered: started and never ended
+    /// (the daemon stopped while it ran), or put off to run again (see
+    /// `ItemKind::StepCancelled::runs_again`).
+    pub fn unfinished_step(&self) -> Result<Option<UnfinishedStep>, StoreError> {
+        let mut put_off = false;
         for entry in self.tree.scan_prefix(&self.prefix).rev() {
             let item: TrajectoryItem = decode("trajectory", &entry?.1)?;
             match item.kind {
-                ItemKind::StepStarted { events } => return Ok(Some(events)),
+                ItemKind::StepStarted { events } if put_off => {
+                    return Ok(Some(UnfinishedStep::PutOff(events)));
+                }
+                ItemKind::StepStarted { events } => {
+                    return Ok(Some(UnfinishedStep::Interrupted(events)));
+                }
+                ItemKind::StepCancelled {
+                    runs_again: true, ..
+                } if !put_off => put_off = true,
                 ItemKind::StepCompleted | ItemKind::StepCancelled { .. } => return Ok(None),
                 _ => {}
             }
         }
         Ok(None)
     }
+}
+
+/// The last step of a trajectory, found unfinished when the daemon starts.
+#[derive(Debug, PartialEq)]
+pub enum UnfinishedStep {
+    /// It was running when the daemon stopped; these are its events.
+    Interrupted(Vec<EventId>),
+    /// It was waiting to run again (for the model, for the budget); these are its events.
+    PutOff(Vec<EventId>),
 }
 
 /// Removes trajectory items older than `cutoff` (`trajectory.retention_days`): from the
