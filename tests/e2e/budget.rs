@@ -326,9 +326,11 @@ async fn the_daily_budget_holds_model_work_tells_once_and_a_raised_cap_lets_it_r
         status.status.success() && !stdout(&status).is_empty(),
         "{status:?}"
     );
-    // "two" is in the step that waits, "three" waits behind it.
+    // "two" is in the step that waits, and "three" joined it: merged, not left pending.
+    let merged = stdout(&daemon.cli(&["events", "--state", "merged", "--json"]));
+    assert!(merged.contains("\"text\":\"three\""), "{merged}");
     let pending = stdout(&daemon.cli(&["events", "--state", "pending", "--json"]));
-    assert!(pending.contains("\"text\":\"three\""), "{pending}");
+    assert!(!pending.contains("\"text\":\"three\""), "{pending}");
     // The owner raises the cap and reloads: the waiting events run.
     std::fs::write(
         daemon.path().join("config.toml"),

@@ -230,8 +230,8 @@ async fn an_unreachable_model_loses_nothing_and_the_turn_completes_when_it_recov
     );
 }
 
-/// The owner is told the event "will be answered when it is back": a restart while the
-/// step waits for the model must keep that promise.
+/// The owner is told the events "will be answered when it is back": what arrives while
+/// the step waits joins it, and a restart while it waits must keep that promise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_put_off_for_the_model_runs_again_after_a_restart() {
     let failure =
@@ -258,6 +258,13 @@ async fn a_step_put_off_for_the_model_runs_again_after_a_restart() {
             })
         })
         .await;
+    // What arrives while the step waits joins it at once, without waiting for its retry.
+    let later = daemon.send("and to buy milk", None).await;
+    daemon
+        .wait_for_trajectory("the second message merged into the waiting step", |items| {
+            crate::support::merged_ids(items) == vec![id, later]
+        })
+        .await;
     // Stopped before the deferred step's own retry (2 s after it was put off).
     assert!(daemon.terminate().success());
     assert_eq!(model.requests().len(), 3, "the retry came before the stop");
@@ -273,15 +280,15 @@ async fn a_step_put_off_for_the_model_runs_again_after_a_restart() {
         .await;
     assert_eq!(
         crate::support::merged_ids(&items),
-        vec![id],
-        "the event was merged once and answered once"
+        vec![id, later],
+        "each event was merged once"
     );
-    assert_eq!(model.requests().len(), 4);
+    assert_eq!(model.requests().len(), 4, "one answer for both");
     let last_step_events = items.iter().rev().find_map(|i| match &i.kind {
         steward_events::ItemKind::StepStarted { events } => Some(events.clone()),
         _ => None,
     });
-    assert_eq!(last_step_events, Some(vec![id]));
+    assert_eq!(last_step_events, Some(vec![id, later]));
 }
 
 pub(crate) fn text_answer(text: &str) -> String {

@@ -251,26 +251,33 @@ pub fn event_item(record: &EventRecord) -> ItemKind {
 impl Trajectory {
     /// The last step, when it has events still to be answered: started and never ended
     /// (the daemon stopped while it ran), or put off to run again (see
-    /// `ItemKind::StepCancelled::runs_again`).
+    /// `ItemKind::StepCancelled::runs_again`). Events merged after the last step marker
+    /// (joining a put-off step, or merged just before a stop came between the merge and
+    /// its `step_started`) belong to it too: they were merged for a step that has not
+    /// started, and nothing else would ever answer them.
     pub fn unfinished_step(&self) -> Result<Option<UnfinishedStep>, StoreError> {
+        let mut late = Vec::new();
         let mut put_off = false;
         for entry in self.tree.scan_prefix(&self.prefix).rev() {
             let item: TrajectoryItem = decode("trajectory", &entry?.1)?;
             match item.kind {
-                ItemKind::StepStarted { events } if put_off => {
-                    return Ok(Some(UnfinishedStep::PutOff(events)));
-                }
-                ItemKind::StepStarted { events } => {
-                    return Ok(Some(UnfinishedStep::Interrupted(events)));
+                ItemKind::Event { event_id, .. } if !put_off => late.push(event_id),
+                ItemKind::StepStarted { mut events } => {
+                    events.extend(late.into_iter().rev());
+                    return Ok(Some(if put_off {
+                        UnfinishedStep::PutOff(events)
+                    } else {
+                        UnfinishedStep::Interrupted(events)
+                    }));
                 }
                 ItemKind::StepCancelled {
                     runs_again: true, ..
                 } if !put_off => put_off = true,
-                ItemKind::StepCompleted | ItemKind::StepCancelled { .. } => return Ok(None),
+                ItemKind::StepCompleted | ItemKind::StepCancelled { .. } => break,
                 _ => {}
             }
         }
-        Ok(None)
+        Ok((!late.is_empty()).then(|| UnfinishedStep::PutOff(late.into_iter().rev().collect())))
     }
 }
 
@@ -279,7 +286,8 @@ impl Trajectory {
 pub enum UnfinishedStep {
     /// It was running when the daemon stopped; these are its events.
     Interrupted(Vec<EventId>),
-    /// It was waiting to run again (for the model, for the budget); these are its events.
+    /// It was waiting to run again (for the model, for the budget), or its events were
+    /// merged and it had not started; these are its events.
     PutOff(Vec<EventId>),
 }
 
