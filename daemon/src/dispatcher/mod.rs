@@ -91,11 +91,7 @@ struct RunningStep {
 /// A step the model could not answer, waiting to run again.
 #[derive(Debug)]
 struct DeferredStep {
-    /// Its events' ids only: the events are read back from the inbox when it runs, so a step
-    /// that waits out a long outage while thousands of events join it holds little. An event
-    /// whose record the retention removed meanwhile (a wait longer than
-    /// `inbox.dedupe_retention_days`) is left out with a warning, as after a restart.
-    events: Vec<EventId>,
+    events: Vec<Event>,
     failures: u32,
     due: tokio::time::Instant,
     /// Waiting for the daily budget rather than for the model.
@@ -122,12 +118,8 @@ impl Dispatcher {
             }
             Some(UnfinishedStep::PutOff(ids)) => {
                 // Lane results merged as context alone are not waiting for a step.
-                let events: Vec<EventId> = self
-                    .events_of(ids)?
-                    .iter()
-                    .filter(|event| !is_context_only(event))
-                    .map(|event| event.id)
-                    .collect();
+                let mut events = self.events_of(ids)?;
+                events.retain(|event| !is_context_only(event));
                 if !events.is_empty() {
                     info!(
                         events = events.len(),
@@ -244,7 +236,11 @@ impl Dispatcher {
             return Ok(None);
         }
         let retry = match &at.deferred {
-            Some(deferred) => self.events_of(deferred.events.clone())?,
+            Some(_) => at
+                .deferred
+                .as_ref()
+                .map(|d| d.events.clone())
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         if retry.is_empty() && at.cancels.is_empty() && at.buffered.is_empty() {
@@ -283,7 +279,7 @@ impl Dispatcher {
             records
                 .iter()
                 .filter(|r| !is_context_only(&r.event))
-                .map(|r| r.event.id),
+                .map(|r| r.event.clone()),
         );
         let merged = self
             .trajectory
@@ -448,7 +444,7 @@ impl Dispatcher {
                 .await?;
         }
         at.deferred = Some(DeferredStep {
-            events: running.events.iter().map(|event| event.id).collect(),
+            events: running.events,
             failures,
             due: tokio::time::Instant::now() + wait,
             over_budget: false,
@@ -481,7 +477,7 @@ impl Dispatcher {
         let waiting = running.events.len() as u64 + self.inbox.pending_count();
         tell_budget_reached(&self.steps, &reason, waiting, running.events.first()).await?;
         at.deferred = Some(DeferredStep {
-            events: running.events.iter().map(|event| event.id).collect(),
+            events: running.events,
             failures: 0,
             due: tokio::time::Instant::now() + BUDGET_LOOK_EVERY,
             over_budget: true,
