@@ -312,14 +312,14 @@ impl Dispatcher {
 
     /// The events of an unfinished step, read back from the inbox.
     fn events_of(&self, ids: Vec<EventId>) -> Result<Vec<Event>, StoreError> {
-        let mut events = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.inbox.get(id)? {
-                Some(record) => events.push(record.event),
-                None => warn!(event_id = %id, "event of an unfinished step is missing"),
-            }
+        let records = self.inbox.get_many(&ids)?;
+        if records.len() < ids.len() {
+            warn!(
+                missing = ids.len() - records.len(),
+                "events of an unfinished step are missing"
+            );
         }
-        Ok(events)
+        Ok(records.into_iter().map(|record| record.event).collect())
     }
 
     async fn launch(

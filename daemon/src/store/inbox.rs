@@ -310,6 +310,25 @@ impl Inbox {
         Ok(None)
     }
 
+    /// The records of `ids`, found in one pass from the newest back (stopping once all are
+    /// found), in the order of `ids`; an id with no record is left out. A step with
+    /// thousands of events is read back after a restart this way, where one [`Inbox::get`]
+    /// per event would read the log once per event.
+    pub fn get_many(&self, ids: &[EventId]) -> Result<Vec<EventRecord>, StoreError> {
+        let mut wanted: std::collections::HashSet<EventId> = ids.iter().copied().collect();
+        let mut found = std::collections::HashMap::with_capacity(wanted.len());
+        for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
+            if wanted.is_empty() {
+                break;
+            }
+            let record: EventRecord = decode("events", &entry?.1)?;
+            if wanted.remove(&record.event.id) {
+                found.insert(record.event.id, record);
+            }
+        }
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    }
+
     /// The most recent `limit` records (all when `None`) in `state` if given, oldest first.
     pub fn list(
         &self,

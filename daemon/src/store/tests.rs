@@ -149,6 +149,32 @@ async fn a_merge_of_many_events_keeps_arrival_order_across_its_writes() {
     }
 }
 
+/// A step's events read back in one pass keep the step's order; an unknown id is left out.
+#[tokio::test]
+async fn many_events_are_read_back_in_the_order_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_store, inbox) = open(dir.path(), 100, DAY);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            inbox
+                .submit(event(&format!("e{i}"), None))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let unknown = event("never submitted", None).id;
+    let asked = [ids[3], ids[0], unknown, ids[4]];
+    let found: Vec<_> = inbox
+        .get_many(&asked)
+        .unwrap()
+        .into_iter()
+        .map(|record| record.event.id)
+        .collect();
+    assert_eq!(found, vec![ids[3], ids[0], ids[4]]);
+}
+
 #[tokio::test]
 async fn a_dedupe_key_seen_within_retention_is_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
