@@ -98,6 +98,10 @@ struct DeferredStep {
     over_budget: bool,
 }
 
+/// A step with at least this many events (a backlog after an outage) gives back what it
+/// freed when it ends.
+const LARGE_STEP_EVENTS: usize = 1000;
+
 /// How often a step waiting for the budget looks again (no model call is made to look).
 const BUDGET_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -155,7 +159,13 @@ impl Dispatcher {
                         end: StepEnd::Failed { error: format!("the step crashed: {e}") },
                         last_message: None,
                     });
+                    let events = at.running.as_ref().map_or(0, |running| running.events.len());
                     self.finish_step(&mut at, report).await?;
+                    if events >= LARGE_STEP_EVENTS {
+                        // The step's view, prompt and copies of thousands of events were a
+                        // burst; what it freed goes back to the system (see `crate::allocator`).
+                        crate::allocator::release_freed_memory();
+                    }
                 }
                 changed = durable.changed() => if changed.is_err() { break },
                 () = sleep_until_due(&at.deferred), if task.is_none() && at.deferred.is_some() => {}
@@ -235,14 +245,13 @@ impl Dispatcher {
             self.join_deferred(at)?;
             return Ok(None);
         }
-        let retry = match &at.deferred {
-            Some(_) => at
-                .deferred
-                .as_ref()
-                .map(|d| d.events.clone())
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
+        // Taken, not copied (thousands may have joined it): the retry owns them while it
+        // runs, and `defer` gives them back if the model fails again.
+        let retry = at
+            .deferred
+            .as_mut()
+            .map(|deferred| std::mem::take(&mut deferred.events))
+            .unwrap_or_default();
         if retry.is_empty() && at.cancels.is_empty() && at.buffered.is_empty() {
             return Ok(None);
         }
