@@ -301,13 +301,7 @@ impl Inbox {
 
     /// The record of event `id`, searched from the newest back (see the module docs).
     pub fn get(&self, id: EventId) -> Result<Option<EventRecord>, StoreError> {
-        for entry in self.store.log.scan_prefix([keys::EVENT]).rev() {
-            let record: EventRecord = decode("events", &entry?.1)?;
-            if record.event.id == id {
-                return Ok(Some(record));
-            }
-        }
-        Ok(None)
+        Ok(self.get_many(&[id])?.pop())
     }
 
     /// The records of `ids`, found in one pass from the newest back (stopping once all are

@@ -282,7 +282,7 @@ impl Trajectory {
 }
 
 /// The last step of a trajectory, found unfinished when the daemon starts.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum UnfinishedStep {
     /// It was running when the daemon stopped; these are its events.
     Interrupted(Vec<EventId>),
