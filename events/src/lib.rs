@@ -10,6 +10,7 @@ mod budget;
 mod chat;
 mod delivery;
 mod event;
+mod hex;
 mod id;
 mod routing;
 mod senders;
@@ -25,6 +26,7 @@ pub use event::{
     ChatMessage, EmailMessage, Event, EventState, FileChange, Payload, SavedAttachment,
     ScheduledAction, Sender, Source, StateKind, SubAgentTask, Trust,
 };
+pub use hex::to_hex;
 pub use id::{EventId, ParseIdError};
 pub use routing::{LaneFit, Route, route_event};
 pub use senders::{SenderDecision, SenderPolicy, Unknown};

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus};
+use steward_events::{ToolCallRequest, ToolOutcome, ToolStatus, to_hex};
 
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 
@@ -76,13 +76,9 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Hash of the arguments in canonical form (object keys sorted: serde_json maps are ordered).
 pub fn args_hash(args: &serde_json::Value) -> String {
-    hex(&Sha256::digest(args.to_string().as_bytes())[..16])
+    to_hex(&Sha256::digest(args.to_string().as_bytes())[..16])
 }
 
 /// The ledger key of a call: tool, canonical arguments and origin event.
@@ -95,7 +91,7 @@ pub fn key_for(call: &ToolCallRequest) -> String {
     if let Some(origin) = call.origin {
         hasher.update(origin.to_string().as_bytes());
     }
-    hex(&hasher.finalize()[..16])
+    to_hex(&hasher.finalize()[..16])
 }
 
 impl Ledger {

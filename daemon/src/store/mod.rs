@@ -245,8 +245,7 @@ impl Store {
 pub(crate) fn secret_key(kind: &str, secret: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(secret.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{kind}:{hex}")
+    format!("{kind}:{}", steward_events::to_hex(&digest))
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {

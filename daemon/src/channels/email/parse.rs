@@ -79,8 +79,10 @@ impl ParsedMail {
 /// The hash-based id of a message without a Message-ID.
 pub fn content_id(raw: &[u8]) -> String {
     let digest = Sha256::digest(raw);
-    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("sha256-{hex}")
+    format!(
+        "sha256-{}",
+        steward_events::to_hex(digest.get(..16).unwrap_or_default())
+    )
 }
 
 /// The length of the header section (up to and including the blank line).

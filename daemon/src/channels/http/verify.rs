@@ -10,6 +10,7 @@
 
 use crate::owner::token::constant_time_eq;
 use sha2::{Digest, Sha256};
+pub use steward_events::to_hex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Auth {
@@ -177,24 +178,6 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
         .chain_update(inner)
         .finalize()
         .into()
-}
-
-/// Lower-case hex, as GitHub's and Stripe's signatures are written. One allocation: this
-/// runs for every signed delivery.
-pub fn to_hex(bytes: &[u8]) -> String {
-    fn digit(nibble: u8) -> char {
-        char::from(if nibble < 10 {
-            b'0' + nibble
-        } else {
-            b'a' + nibble - 10
-        })
-    }
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(digit(byte >> 4));
-        out.push(digit(byte & 0x0f));
-    }
-    out
 }
 
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
