@@ -85,7 +85,7 @@ mod tests {
             action: None,
             urgency: steward_events::Urgency::Parallel,
             missed: Default::default(),
-            max_lateness_secs: 3600,
+            max_lateness_secs: crate::channels::timer::jobs::DEFAULT_MAX_LATENESS_SECS,
             enabled: true,
         }
     }

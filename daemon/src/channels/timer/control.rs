@@ -144,7 +144,9 @@ impl Scheduler {
                 action: new.action,
                 urgency,
                 missed: new.missed.unwrap_or_default(),
-                max_lateness_secs: new.max_lateness_secs.unwrap_or(3600),
+                max_lateness_secs: new
+                    .max_lateness_secs
+                    .unwrap_or(super::jobs::DEFAULT_MAX_LATENESS_SECS),
                 enabled: true,
             },
             origin: Origin::Runtime,
