@@ -102,11 +102,10 @@ struct DeferredStep {
 /// freed when it ends.
 const LARGE_STEP_EVENTS: usize = 1000;
 
-/// How many pending events the dispatcher reads, and merges, before it gives its runtime
-/// worker back to the other tasks. Merging costs ~35 µs an event (two sled writes and the
-/// inbox's bookkeeping); with the model unreachable at 10,000 webhook deliveries a second,
-/// reading and merging all that waited in one go held one of the two workers for tens of
-/// milliseconds, and the deliveries queued behind it made the p99 (see BENCHMARKS.md).
+/// How many pending events the dispatcher reads and routes before it gives its runtime
+/// worker back to the other tasks (a merge yields between its writes the same way, see
+/// `store::trajectory`): reading and merging all that waited in one go held one of the two
+/// workers for tens of milliseconds, and webhook deliveries queued behind it.
 const EVENTS_PER_TURN: usize = 64;
 
 /// How often a step waiting for the budget looks again (no model call is made to look).
@@ -268,7 +267,10 @@ impl Dispatcher {
         if retry.is_empty() && records.iter().all(|r| is_context_only(&r.event)) {
             // Only lane results: context for the next step, not a step (see the module docs).
             at.next_step += 1;
-            let merged = self.merge(step, records).await?;
+            let merged = self
+                .trajectory
+                .merge_events(&self.inbox, step, records)
+                .await?;
             at.context.extend(merged);
             self.inbox.store().flush().await?;
             return Ok(None);
@@ -276,7 +278,11 @@ impl Dispatcher {
         let mut events = retry;
         events.extend(records.iter().map(|r| r.event.clone()));
         let mut items = std::mem::take(&mut at.context);
-        items.extend(self.merge(step, records).await?);
+        items.extend(
+            self.trajectory
+                .merge_events(&self.inbox, step, records)
+                .await?,
+        );
         self.launch(at, events, items).await.map(Some)
     }
 
@@ -298,30 +304,12 @@ impl Dispatcher {
                 .filter(|r| !is_context_only(&r.event))
                 .map(|r| r.event.clone()),
         );
-        let merged = self.merge(at.next_step, records).await?;
+        let merged = self
+            .trajectory
+            .merge_events(&self.inbox, at.next_step, records)
+            .await?;
         at.context.extend(merged);
         Ok(())
-    }
-
-    /// Merges `records` into the main trajectory [`EVENTS_PER_TURN`] at a time, giving the
-    /// runtime worker back between chunks: a boundary after a long step can have thousands
-    /// buffered. Nothing else writes the main trajectory meanwhile (no step runs), and each
-    /// chunk is atomic, as `Trajectory::merge_events` is per event.
-    async fn merge(
-        &self,
-        step: u64,
-        records: Vec<EventRecord>,
-    ) -> Result<Vec<TrajectoryItem>, StoreError> {
-        let mut items = Vec::with_capacity(records.len());
-        let mut records = records.into_iter().peekable();
-        while records.peek().is_some() {
-            if !items.is_empty() {
-                tokio::task::yield_now().await;
-            }
-            let chunk: Vec<EventRecord> = records.by_ref().take(EVENTS_PER_TURN).collect();
-            items.extend(self.trajectory.merge_events(&self.inbox, step, chunk)?);
-        }
-        Ok(items)
     }
 
     /// Re-runs a step the daemon stopped in the middle of.

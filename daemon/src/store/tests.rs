@@ -76,7 +76,7 @@ async fn submitted_events_survive_a_reopen_and_are_pending_in_order() {
     // Merge the first; after another reopen only the other two are pending.
     let trajectory = Trajectory::main(&store).unwrap();
     let first = inbox.read_pending(0, 1).unwrap();
-    let items = trajectory.merge_events(&inbox, 1, first).unwrap();
+    let items = trajectory.merge_events(&inbox, 1, first).await.unwrap();
     assert_eq!(items[0].seq, 1);
     drop((store, inbox, trajectory));
     let (store, inbox) = open(dir.path(), 100, DAY);
@@ -120,6 +120,7 @@ async fn a_merge_of_many_events_keeps_arrival_order_across_its_writes() {
         let trajectory = Trajectory::main(&store).unwrap();
         let items = trajectory
             .merge_events(&inbox, 1, inbox.read_pending(0, count).unwrap())
+            .await
             .unwrap();
         let seqs: Vec<u64> = items.iter().map(|i| i.seq).collect();
         assert_eq!(seqs, (1..=count as u64).collect::<Vec<_>>());
@@ -338,7 +339,7 @@ async fn concurrent_submits_and_settles_do_not_deadlock() {
                     cursor = last.arrival;
                 }
                 merged += batch.len();
-                trajectory.merge_events(&inbox, 1, batch).unwrap();
+                trajectory.merge_events(&inbox, 1, batch).await.unwrap();
                 tokio::task::yield_now().await;
             }
         })
@@ -411,7 +412,10 @@ async fn purge_drops_settled_records_and_expired_keys_but_never_pending_or_the_n
     }
     let trajectory = Trajectory::main(&store).unwrap();
     let first_three = inbox.read_pending(0, 3).unwrap();
-    trajectory.merge_events(&inbox, 1, first_three).unwrap();
+    trajectory
+        .merge_events(&inbox, 1, first_three)
+        .await
+        .unwrap();
     let pending = inbox.submit(event("still pending", None)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
 
@@ -518,6 +522,7 @@ async fn purging_an_old_record_leaves_a_dedupe_key_a_later_event_took_over() {
     inbox.submit(event("first", Some("k"))).await.unwrap();
     trajectory
         .merge_events(&inbox, 1, inbox.read_pending(0, 10).unwrap())
+        .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     // The first claim has expired: the same key is a new event, which now owns it.
@@ -525,6 +530,7 @@ async fn purging_an_old_record_leaves_a_dedupe_key_a_later_event_took_over() {
     assert_eq!(second.duplicate_of, None);
     trajectory
         .merge_events(&inbox, 2, inbox.read_pending(0, 10).unwrap())
+        .await
         .unwrap();
     inbox.submit(event("newest", None)).await.unwrap();
 

@@ -9,7 +9,10 @@
 //! the 17,000 webhook deliveries that waited out a model outage peaked at ~120 MB (measured
 //! 2026-12-04, kept resident by the allocator afterwards). A crash between two of them
 //! leaves the first events merged and the rest pending, as a crash between a merge and its
-//! `step_started` does.
+//! `step_started` does. Between two writes the merge yields to the runtime: a write costs
+//! ~35 µs an event, and a merge of hundreds in one go held one of the daemon's two runtime
+//! workers for tens of milliseconds while webhook deliveries queued behind it (their p99 with
+//! the model unreachable went from ~24 to ~13 ms when it stopped, see BENCHMARKS.md).
 
 use chrono::{DateTime, Utc};
 use steward_events::{EventId, EventState, ItemKind, TrajectoryId, TrajectoryItem};
@@ -18,7 +21,7 @@ use tokio::sync::watch;
 use super::{EventRecord, Inbox, Store, StoreError, decode, encode, keys};
 
 /// The most events one write of a merge holds (see the module docs).
-pub(super) const EVENTS_PER_WRITE: usize = 256;
+pub(super) const EVENTS_PER_WRITE: usize = 64;
 
 #[derive(Debug)]
 pub struct Trajectory {
@@ -90,8 +93,9 @@ impl Trajectory {
     }
 
     /// Appends the events' items and marks them merged, each event atomically (see the
-    /// module docs); returns the items in arrival order.
-    pub fn merge_events(
+    /// module docs); returns the items in arrival order. Nothing else may write this
+    /// trajectory until it returns: the items take consecutive positions.
+    pub async fn merge_events(
         &self,
         inbox: &Inbox,
         step: u64,
@@ -100,6 +104,9 @@ impl Trajectory {
         let mut items = Vec::with_capacity(records.len());
         let mut records = records.into_iter().peekable();
         while records.peek().is_some() {
+            if !items.is_empty() {
+                tokio::task::yield_now().await;
+            }
             let chunk: Vec<EventRecord> = records.by_ref().take(EVENTS_PER_WRITE).collect();
             items.extend(self.merge_chunk(inbox, step, chunk)?);
         }
