@@ -9,8 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is needed: apt-get install valgrind" >&2; exit 1; }
+# CARGO_TARGET_DIR is exported so that tests/matrix/synapse.sh finds its venv beside the build.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --release -q -p steward-daemon --bin steward
 tests/mail/stack.sh start
 tests/matrix/synapse.sh start
-python3 scripts/code_layout.py target/release/steward daemon/code-layout.order "${1:-30}"
+python3 scripts/code_layout.py "$CARGO_TARGET_DIR/release/steward" daemon/code-layout.order "${1:-30}"
 echo "rebuild (cargo build --release) to link with the new order"
