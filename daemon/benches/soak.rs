@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
-use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::hmac_sha256;
+use steward_events::to_hex;
 use steward_protocol::client::Client;
 use steward_protocol::{Request, Response, StepStatus};
 use tokio::time::Instant;

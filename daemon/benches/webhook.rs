@@ -17,7 +17,8 @@ use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
-use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::hmac_sha256;
+use steward_events::to_hex;
 use tokio::time::Instant;
 
 mod support;

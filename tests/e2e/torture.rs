@@ -18,7 +18,8 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::hmac_sha256;
+use steward_events::to_hex;
 use steward_events::{EventId, ItemKind, ToolStatus};
 
 use crate::support::{TestDaemon, merged_ids, send_to};

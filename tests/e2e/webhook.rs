@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steward_daemon::channels::http::verify::{hmac_sha256, to_hex};
+use steward_daemon::channels::http::verify::hmac_sha256;
+use steward_events::to_hex;
 
 use crate::support::TestDaemon;
 

@@ -10,7 +10,7 @@
 
 use crate::owner::token::constant_time_eq;
 use sha2::{Digest, Sha256};
-pub use steward_events::to_hex;
+use steward_events::to_hex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Auth {
