@@ -13,6 +13,7 @@
 //! the HTTP status it stands for; request errors (`invalid_request_error`, auth) are final.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -75,7 +76,7 @@ impl Wire for AnthropicBrain {
         &self,
         system: &str,
         turns: Vec<Turn<'_>>,
-        tools: &[ToolSpec],
+        tools: &Arc<Vec<ToolSpec>>,
     ) -> Result<Vec<u8>, BrainError> {
         let mut messages: Vec<Message<'_>> = turns.into_iter().map(render_turn).collect();
         if let Some(block) = messages.last_mut().and_then(|m| m.content.last_mut()) {
@@ -160,7 +161,7 @@ enum BlockBody<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
-        input: Cow<'a, Value>,
+        input: JsonText,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -207,8 +208,8 @@ fn render_turn(turn: Turn<'_>) -> Message<'_> {
                     // `input` must be an object; arguments that were not JSON are kept
                     // visible to the model instead of being silently replaced.
                     input: match c.args {
-                        input @ Value::Object(_) => Cow::Borrowed(input),
-                        other => Cow::Owned(json!({"invalid_arguments": other})),
+                        Value::Object(_) => c.args_json,
+                        other => JsonText::of(&json!({"invalid_arguments": other})),
                     },
                 }))
                 .map(Block::from)

@@ -18,6 +18,7 @@ pub mod transport;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde_json::Value;
 use steward_events::{
@@ -44,7 +45,8 @@ pub struct BrainInput<'a> {
     pub last_round: &'a [(ToolCallRequest, ToolOutcome)],
     /// 0 for the brain's first turn in this step.
     pub round: u32,
-    pub tools: &'a [ToolSpec],
+    /// Shared: a brain recognises the list it saw last without comparing it.
+    pub tools: &'a Arc<Vec<ToolSpec>>,
     /// The skills the system text names (empty: none), fixed for the daemon's run.
     pub skills: &'a str,
     /// The owner's zone: events are dated in it (`owner.timezone`).

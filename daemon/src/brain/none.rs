@@ -204,7 +204,7 @@ mod tests {
                 history: &[],
                 last_round: &[],
                 round: 0,
-                tools: &[],
+                tools: &Arc::default(),
                 skills: "",
                 zone: chrono_tz::UTC,
                 on_text: None,

@@ -8,6 +8,7 @@
 //! registry order — so provider prompt caches keep hitting across steps.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -66,7 +67,7 @@ impl Wire for OpenAiBrain {
         &self,
         system: &str,
         turns: Vec<Turn<'_>>,
-        tools: &[ToolSpec],
+        tools: &Arc<Vec<ToolSpec>>,
     ) -> Result<Vec<u8>, BrainError> {
         let mut messages = vec![Message::System { content: system }];
         for turn in turns {
@@ -140,7 +141,23 @@ struct ToolCall<'a> {
 #[derive(Serialize)]
 struct CallFunction<'a> {
     name: &'a str,
-    arguments: Cow<'a, str>,
+    arguments: Arguments<'a>,
+}
+
+/// A call's arguments as Chat Completions wants them: a string holding their JSON.
+enum Arguments<'a> {
+    /// Arguments that were not JSON, sent back as the model wrote them.
+    AsWritten(&'a str),
+    Json(JsonText),
+}
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::AsWritten(text) => serializer.serialize_str(text),
+            Self::Json(json) => serializer.serialize_str(json.json()),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -175,10 +192,9 @@ fn render_turn<'a>(turn: Turn<'a>, messages: &mut Vec<Message<'a>>) {
                     kind: "function",
                     function: CallFunction {
                         name: c.name,
-                        // Arguments that were not JSON are sent back as the model wrote them.
                         arguments: match c.args {
-                            Value::String(raw) => Cow::Borrowed(raw.as_str()),
-                            other => Cow::Owned(other.to_string()),
+                            Value::String(raw) => Arguments::AsWritten(raw),
+                            _ => Arguments::Json(c.args_json),
                         },
                     },
                 })
@@ -314,5 +330,42 @@ impl StreamDecoder for ChunkDecoder {
         }
         answer.usage = usage(completion);
         Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::brain::prompt::Call;
+
+    fn call<'a>(id: &'a str, args: &'a Value) -> Call<'a> {
+        Call {
+            id,
+            name: "fs_read",
+            args,
+            args_json: JsonText::of(args),
+        }
+    }
+
+    #[test]
+    fn call_arguments_go_back_as_the_string_of_json_chat_completions_expects() {
+        let args = json!({"path": "notes.txt", "note": "say \"hi\"\n"});
+        let as_written = Value::String("{\"path\": \"no".into());
+        let mut messages = Vec::new();
+        render_turn(
+            Turn::Assistant {
+                texts: Vec::new(),
+                calls: vec![call("a", &args), call("b", &as_written)],
+            },
+            &mut messages,
+        );
+        let wire = serde_json::to_value(&messages).unwrap();
+        let calls = &wire[0]["tool_calls"];
+        let sent = calls[0]["function"]["arguments"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(sent).unwrap(), args);
+        // Arguments that were not JSON go back exactly as the model wrote them.
+        assert_eq!(calls[1]["function"]["arguments"], "{\"path\": \"no");
     }
 }

@@ -11,14 +11,15 @@
 //! step was cancelled or the daemon stopped) gets a result saying so; consecutive items of
 //! one side share a turn; the conversation starts with a user turn.
 //!
-//! Events, summaries and tool results reach the providers already in JSON form
-//! ([`JsonText`]), and a [`RenderMemo`] keeps that form per trajectory item: an item never
-//! changes once written, yet the whole window is sent with every model call — rendering it
-//! afresh (a tool result serialized once as JSON, then escaped again as a string) was most
-//! of Steward's own time per call once history grew.
+//! Events, summaries, tool results and tool calls' arguments reach the providers already in
+//! JSON form ([`JsonText`]), and a [`RenderMemo`] keeps that form per trajectory item: an item
+//! never changes once written, yet the whole window is sent with every model call — rendering
+//! it afresh (a tool result serialized once as JSON, then escaped again as a string; every
+//! call's arguments walked as a JSON tree) was most of Steward's own time per call once
+//! history grew. The memo is a list in trajectory order walked beside the window, not a map:
+//! hashing every item's position for every call cost more than rendering the new ones.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
@@ -190,6 +191,8 @@ pub struct Call<'a> {
     pub id: &'a str,
     pub name: &'a str,
     pub args: &'a Value,
+    /// `args` as JSON text, rendered once per item (see the module docs).
+    pub args_json: JsonText,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -230,17 +233,29 @@ struct ResultText<'a> {
 const INTERRUPTED: &str =
     r#"{"status":"cancelled","result":"no result was recorded: the step was interrupted"}"#;
 
-/// Text in its JSON form — a string literal, quotes and escapes included — written into a
-/// request as is. Cloning it is cheap (the memo and a request share one copy).
+/// JSON text written into a request as is: mostly a text's string literal, quotes and
+/// escapes included; for a tool call, its arguments. Cloning it is cheap (the memo and a
+/// request share one copy).
 #[derive(Clone, Debug)]
 pub struct JsonText(Arc<RawValue>);
 
 impl JsonText {
+    /// A text as a JSON string literal.
     pub fn new(text: &str) -> Self {
-        // A string always serializes; `null` is only a formality.
-        let literal =
-            serde_json::value::to_raw_value(text).unwrap_or_else(|_| RawValue::NULL.to_owned());
-        Self(Arc::from(literal))
+        Self::of(text)
+    }
+
+    /// Any value as JSON text.
+    pub fn of(value: &(impl serde::Serialize + ?Sized)) -> Self {
+        // A string or a JSON value always serializes; `null` is only a formality.
+        let json =
+            serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        Self(Arc::from(json))
+    }
+
+    /// The JSON text itself.
+    pub fn json(&self) -> &str {
+        self.0.get()
     }
 
     /// The text itself, unescaped (requests use the JSON form).
@@ -263,9 +278,10 @@ impl PartialEq for JsonText {
 }
 
 /// The JSON text of an item that shows as text — an event, a summary, a tool result —
-/// or `None` for the other kinds.
+/// or of a tool call's arguments; `None` for the other kinds.
 fn render_item(item: &TrajectoryItem, zone: Tz) -> Option<JsonText> {
     let text = match &item.kind {
+        ItemKind::ToolCall { args, .. } => return Some(JsonText::of(args)),
         ItemKind::Event { .. } => render_event(item, zone)?,
         ItemKind::Summary { text, .. } => render_summary(text),
         ItemKind::ToolResult {
@@ -282,7 +298,6 @@ fn render_item(item: &TrajectoryItem, zone: Tz) -> Option<JsonText> {
         })
         .unwrap_or_default(),
         ItemKind::Assistant { .. }
-        | ItemKind::ToolCall { .. }
         | ItemKind::StepStarted { .. }
         | ItemKind::StepCompleted
         | ItemKind::StepCancelled { .. } => return None,
@@ -305,12 +320,18 @@ struct MemoState {
     /// The zone every remembered event was dated in.
     zone: Option<Tz>,
     /// Least recently answered first.
-    trajectories: Vec<(TrajectoryId, MemoItems)>,
+    trajectories: Vec<(TrajectoryId, Vec<MemoItem>)>,
 }
 
-/// Rendered items by seq, with the time each item was written: a seq is never reused
-/// while the daemon runs, and the time guards even against that.
-type MemoItems = HashMap<u64, (DateTime<Utc>, JsonText)>;
+/// A rendered item, in a list in the order of the window it was rendered for.
+#[derive(Debug)]
+struct MemoItem {
+    seq: u64,
+    /// When the item was written: a seq is never reused while the daemon runs, and the
+    /// time guards even against that.
+    at: DateTime<Utc>,
+    text: JsonText,
+}
 
 impl RenderMemo {
     /// The trajectory as alternating turns (see the module docs for the repairs made),
@@ -322,7 +343,7 @@ impl RenderMemo {
         zone: Tz,
     ) -> Vec<Turn<'h>> {
         // Taken out while rendering, so that a lane's call never waits for the main one.
-        let mut earlier = {
+        let earlier = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             if state.zone != Some(zone) {
                 state.trajectories.clear();
@@ -333,13 +354,21 @@ impl RenderMemo {
                 .map(|p| state.trajectories.remove(p).1)
                 .unwrap_or_default()
         };
-        let mut now = MemoItems::with_capacity(earlier.len() + 8);
+        let mut now = Vec::with_capacity(earlier.len() + 8);
+        // The window and the memo are both in trajectory order (a window that is not only
+        // renders more): walk them side by side.
+        let mut earlier = earlier.into_iter().peekable();
         let turns = regroup(history, &mut |item| {
-            let text = match earlier.remove(&item.seq) {
-                Some((at, text)) if at == item.at => text,
+            while earlier.next_if(|m| m.seq < item.seq).is_some() {}
+            let text = match earlier.next_if(|m| m.seq == item.seq) {
+                Some(m) if m.at == item.at => m.text,
                 _ => render_item(item, zone)?,
             };
-            now.insert(item.seq, (item.at, text.clone()));
+            now.push(MemoItem {
+                seq: item.seq,
+                at: item.at,
+                text: text.clone(),
+            });
             Some(text)
         });
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -354,7 +383,7 @@ impl RenderMemo {
 }
 
 /// The trajectory as alternating turns (see the module docs for the repairs made), the
-/// items' text from `render` (see [`render_item`]).
+/// items' JSON text from `render` (see [`render_item`]).
 fn regroup<'h>(
     history: &'h [TrajectoryItem],
     render: &mut dyn FnMut(&'h TrajectoryItem) -> Option<JsonText>,
@@ -385,10 +414,12 @@ fn regroup<'h>(
                     close_open_calls(&mut turns, &mut open);
                 }
                 open.push(call_id);
+                let args_json = render(item).unwrap_or_else(|| JsonText::of(args));
                 assistant_turn(&mut turns).1.push(Call {
                     id: call_id,
                     name: tool,
                     args,
+                    args_json,
                 });
             }
             ItemKind::ToolResult {

@@ -15,6 +15,7 @@
 //! `base_url`) is a final error that says what was received; a missing content type is read
 //! as a stream, as servers that forget the header mean.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use steward_config::ApiKeySource;
@@ -337,7 +338,7 @@ pub trait Wire: Send + Sync + std::fmt::Debug + 'static {
         &self,
         system: &str,
         turns: Vec<Turn<'_>>,
-        tools: &[ToolSpec],
+        tools: &Arc<Vec<ToolSpec>>,
     ) -> Result<Vec<u8>, BrainError>;
 }
 
@@ -345,32 +346,38 @@ pub trait Wire: Send + Sync + std::fmt::Debug + 'static {
 ///
 /// The schemas are most of a short conversation's request, and they change only when the
 /// tool set does (an MCP server's list, a compaction); serializing them for every call was a
-/// third of Steward's own time per call. The last tool set is kept with its JSON and compared
-/// by value, so a changed schema can never be sent stale.
+/// third of Steward's own time per call. The last tool set is kept with its JSON; the same
+/// shared list is recognised at once (a step passes one list to all its calls), another one
+/// is compared by value, so a changed schema can never be sent stale.
 #[derive(Debug, Default)]
-pub struct ToolsJson(std::sync::Mutex<Option<(Vec<ToolSpec>, Box<serde_json::value::RawValue>)>>);
+pub struct ToolsJson(std::sync::Mutex<Option<SerializedTools>>);
+
+/// A tool list and its `tools` array.
+type SerializedTools = (Arc<Vec<ToolSpec>>, Box<serde_json::value::RawValue>);
 
 impl ToolsJson {
     /// The shown tools of `tools`, each as `render` makes it, as one JSON array; `None` when
     /// no schema is shown (the field is then left out).
     pub fn get<'t, T: serde::Serialize>(
         &self,
-        tools: &'t [ToolSpec],
+        tools: &'t Arc<Vec<ToolSpec>>,
         render: impl Fn(&'t ToolSpec) -> T,
     ) -> Result<Option<Box<serde_json::value::RawValue>>, BrainError> {
         if prompt::shown_tools(tools).next().is_none() {
             return Ok(None);
         }
         let mut last = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((seen, json)) = last.as_ref()
-            && seen.as_slice() == tools
+        if let Some((seen, json)) = last.as_mut()
+            && (Arc::ptr_eq(seen, tools) || seen == tools)
         {
+            // Held here, the list cannot be freed and its address reused by another.
+            *seen = tools.clone();
             return Ok(Some(json.clone()));
         }
         let rendered: Vec<T> = prompt::shown_tools(tools).map(render).collect();
         let json = serde_json::value::to_raw_value(&rendered)
             .map_err(|e| BrainError::Rejected(format!("cannot encode the tools: {e}")))?;
-        *last = Some((tools.to_vec(), json.clone()));
+        *last = Some((tools.clone(), json.clone()));
         Ok(Some(json))
     }
 }
@@ -420,7 +427,7 @@ fn summarize<W: Wire>(wire: &W, transcript: String) -> SummaryFuture<'_> {
             results: Vec::new(),
             texts: vec![prompt::JsonText::new(&transcript)],
         }];
-        let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &[])?;
+        let body = wire.request_body(prompt::SUMMARY_SYSTEM_TEXT, turns, &Arc::default())?;
         let answer = wire.endpoint().stream::<W::Decoder>(body, None).await?;
         Ok(Summary {
             text: answer.text,
@@ -450,32 +457,38 @@ mod tests {
             renders.set(renders.get() + 1);
             serde_json::json!({"name": t.name, "schema": t.parameters})
         };
-        let json = |tools: &[ToolSpec]| {
+        let json = |tools: &Arc<Vec<ToolSpec>>| {
             cache
                 .get(tools, render)
                 .unwrap()
                 .map(|raw| raw.get().to_owned())
         };
         let mut tools = vec![spec("fs_read", Tier::Core), spec("cal_add", Tier::Deferred)];
-        let first = json(&tools);
+        let shared = Arc::new(tools.clone());
+        let first = json(&shared);
         assert_eq!(
             first.as_deref(),
             Some(r#"[{"name":"fs_read","schema":{"type":"object"}}]"#),
             "only shown tools"
         );
+        assert_eq!(json(&shared), first, "the same list again");
         assert_eq!(
-            json(&tools.clone()),
+            json(&Arc::new(tools.clone())),
             first,
             "an equal tool set, from elsewhere"
         );
         assert_eq!(renders.get(), 1, "served from the cache");
         tools[0].parameters = serde_json::json!({"type": "object", "required": ["path"]});
         assert_eq!(
-            json(&tools).as_deref(),
+            json(&Arc::new(tools.clone())).as_deref(),
             Some(r#"[{"name":"fs_read","schema":{"required":["path"],"type":"object"}}]"#),
             "a changed schema is never sent stale"
         );
-        assert_eq!(json(&tools[1..]), None, "no shown tool: no field");
+        assert_eq!(
+            json(&Arc::new(tools[1..].to_vec())),
+            None,
+            "no shown tool: no field"
+        );
     }
 
     #[test]
