@@ -16,8 +16,9 @@
 //! never changes once written, yet the whole window is sent with every model call — rendering
 //! it afresh (a tool result serialized once as JSON, then escaped again as a string; every
 //! call's arguments walked as a JSON tree) was most of Steward's own time per call once
-//! history grew. The memo is a list in trajectory order walked beside the window, not a map:
-//! hashing every item's position for every call cost more than rendering the new ones.
+//! history grew. The memo is a list in the order of the last window, walked beside the next
+//! one, not a map: hashing every item's position for every call cost more than rendering the
+//! new ones.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -355,8 +356,10 @@ impl RenderMemo {
                 .unwrap_or_default()
         };
         let mut now = Vec::with_capacity(earlier.len() + 8);
-        // The window and the memo are both in trajectory order (a window that is not only
-        // renders more): walk them side by side.
+        // The memo is in the order of the last window, and a window keeps its order from one
+        // call to the next (its summary first, then items by seq), only growing at the end:
+        // walk the two side by side. Where the order changed (a compaction), the items are
+        // rendered afresh — a match needs the same seq and time, so never a wrong text.
         let mut earlier = earlier.into_iter().peekable();
         let turns = regroup(history, &mut |item| {
             while earlier.next_if(|m| m.seq < item.seq).is_some() {}
@@ -760,6 +763,50 @@ mod tests {
             panic!("{turns:?}")
         };
         assert!(texts[0].text().ends_with("another request"), "{turns:?}");
+    }
+
+    #[test]
+    fn a_window_opening_with_its_summary_is_served_from_the_memo() {
+        let memo = RenderMemo::default();
+        let main = TrajectoryId::main();
+        // The summary was written after the items it keeps in view: its seq is the newest.
+        let summary = ItemKind::Summary {
+            text: "the owner asked for the plants".into(),
+            covers_through: 5,
+        };
+        let mut window = vec![
+            item(9, summary),
+            item(6, event("water them", Trust::Owner)),
+            item(7, call("a")),
+            item(8, result("a")),
+        ];
+        let texts = |turns: &[Turn<'_>]| -> Vec<JsonText> {
+            turns
+                .iter()
+                .flat_map(|turn| match turn {
+                    Turn::User { results, texts } => results
+                        .iter()
+                        .map(|r| r.content.clone())
+                        .chain(texts.iter().cloned())
+                        .collect::<Vec<_>>(),
+                    Turn::Assistant { calls, .. } => {
+                        calls.iter().map(|c| c.args_json.clone()).collect()
+                    }
+                })
+                .collect()
+        };
+        let first = texts(&memo.conversation(&main, &window, Tz::UTC));
+        window.push(item(10, event("thanks", Trust::Owner)));
+        let turns = memo.conversation(&main, &window, Tz::UTC);
+        assert_eq!(turns, conversation(&window, Tz::UTC));
+        let second = texts(&turns);
+        assert_eq!(first.len(), 4, "{first:?}");
+        for (before, again) in first.iter().zip(&second) {
+            assert!(
+                Arc::ptr_eq(&before.0, &again.0),
+                "rendered again: {again:?}"
+            );
+        }
     }
 
     #[test]
