@@ -115,6 +115,11 @@ impl Node {
             match search {
                 Ok(idx) => leaf.values[idx] = val,
                 Err(idx) => {
+                    // Steward's change: grow by exactly one. The node was just cloned
+                    // (exact capacity), so `insert` would double both vectors, and the
+                    // cache keeps that version with half its room unused.
+                    leaf.keys.reserve_exact(1);
+                    leaf.values.reserve_exact(1);
                     leaf.keys.insert(idx, key);
                     leaf.values.insert(idx, val);
                 }
@@ -151,6 +156,9 @@ impl Node {
                     return false;
                 }
                 Err(idx) => {
+                    // Steward's change: grow by exactly one (see `set_leaf`).
+                    index.keys.reserve_exact(1);
+                    index.pointers.reserve_exact(1);
                     index.keys.insert(idx, IVec::from(encoded_sep));
                     index.pointers.insert(idx, to)
                 }
@@ -177,6 +185,10 @@ impl Node {
             let split_point = keys.len() / 2 + 1;
             let right_keys = keys.split_off(split_point);
             let right_values = values.split_off(split_point);
+            // Steward's change: the left half keeps the whole node's capacity otherwise,
+            // and is what the cache holds from now on.
+            keys.shrink_to_fit();
+            values.shrink_to_fit();
             let right_min = &right_keys[0];
             let left_max = &keys.last().unwrap();
 
