@@ -10,7 +10,8 @@
 //! hour of lateness, enabled, not paused, no outcome yet). sled keeps the records it has read
 //! or written in its cache, and 10,000 jobs from a config file filled it with 2.6 MB of them
 //! at 263 bytes each (by a massif snapshot of a running daemon); a config job that has not
-//! run yet is now ~110 bytes. Records written with every field still read.
+//! run yet is now ~110 bytes. Records written with every field still read; a daemon from
+//! before this format cannot read the shorter records (it finds no name and no cursor).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
