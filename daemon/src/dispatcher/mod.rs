@@ -105,10 +105,11 @@ const LARGE_STEP_EVENTS: usize = 1000;
 /// How many pending events the dispatcher reads and routes before it gives its runtime
 /// worker back to the other tasks (a merge yields between its writes the same way, see
 /// `store::trajectory`): reading and merging all that waited in one go held one of the two
-/// workers for tens of milliseconds, and webhook deliveries queued behind it. Sixteen
-/// rather than 64 (measured 2026-12-05, model unreachable, c=64): the deliveries' p99 fell
-/// from 11.9-13.6 to 10.2-11.2 ms for a few per cent of their rate (see BENCHMARKS.md).
-const EVENTS_PER_TURN: usize = 16;
+/// workers for tens of milliseconds, and webhook deliveries queued behind it. As many as
+/// one write of a merge holds (16), so that a turn's merge is one write: 16 rather than 64
+/// (measured 2026-12-05, model unreachable, c=64) took the deliveries' p99 from 11.9-13.6
+/// to 10.2-11.2 ms for a few per cent of their rate (see BENCHMARKS.md).
+const EVENTS_PER_TURN: usize = crate::store::EVENTS_PER_WRITE;
 
 /// How often a step waiting for the budget looks again (no model call is made to look).
 const BUDGET_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);

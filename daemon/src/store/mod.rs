@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Mutex, watch};
 
 pub use inbox::{EventRecord, Inbox, InboxChange, Submitted};
+pub(crate) use trajectory::EVENTS_PER_WRITE;
 pub use trajectory::{Trajectory, UnfinishedStep, event_item, purge as purge_trajectories};
 
 #[derive(Debug, thiserror::Error)]

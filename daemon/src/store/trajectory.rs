@@ -20,9 +20,9 @@ use tokio::sync::watch;
 
 use super::{EventRecord, Inbox, Store, StoreError, decode, encode, keys};
 
-/// The most events one write of a merge holds (see the module docs); as many as the
-/// dispatcher reads in a turn (`EVENTS_PER_TURN`), so that a turn's merge is one write.
-pub(super) const EVENTS_PER_WRITE: usize = 16;
+/// The most events one write of a merge holds (see the module docs). The dispatcher reads
+/// as many in a turn, so that a turn's merge is one write.
+pub(crate) const EVENTS_PER_WRITE: usize = 16;
 
 #[derive(Debug)]
 pub struct Trajectory {
