@@ -255,15 +255,19 @@ impl SearchIndex {
         }
         let postings = counted
             .into_iter()
-            .map(|(term, docs)| {
-                let postings = docs
+            .filter_map(|(term, docs)| {
+                let postings: Vec<Posting> = docs
                     .into_iter()
                     .map(|(doc, tf)| Posting {
                         doc,
                         tf: saturated_tf(&weights, &tf, &lengths[doc as usize], &average),
                     })
+                    // A tool whose only mention of the term is in fields these weights
+                    // ignore (plain BM25: everything but the name and the description) does
+                    // not contain it: it neither scores nor makes the term look common.
+                    .filter(|posting| posting.tf > 0.0)
                     .collect();
-                (term, postings)
+                (!postings.is_empty()).then_some((term, postings))
             })
             .collect();
         let semantic =
@@ -589,6 +593,26 @@ mod tests {
             }
             assert_eq!(found, expected, "{text}");
         }
+    }
+
+    /// The baseline is BM25 over the name and the description alone, so a term's rarity
+    /// is counted in those fields only: eight tools that mention "alpha" in their
+    /// parameters must not make it look common.
+    #[test]
+    fn plain_bm25_counts_rarity_in_its_own_fields_only() {
+        let mut docs = vec![
+            doc("first", "alpha", None),
+            doc("second", "beta and more words", None),
+        ];
+        for i in 0..8 {
+            docs.push(SearchDoc {
+                parameters: vec!["alpha an input".into()],
+                ..doc(&format!("other_{i}"), "unrelated", None)
+            });
+        }
+        let index = SearchIndex::with_weights(&docs, Weights::plain_bm25());
+        let hits = index.search(&parse_query("alpha beta").unwrap(), 2);
+        assert_eq!(names(&docs, hits), ["first", "second"]);
     }
 
     #[test]
