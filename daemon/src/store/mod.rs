@@ -249,8 +249,35 @@ pub(crate) fn secret_key(kind: &str, secret: &str) -> String {
     format!("{kind}:{}", steward_events::to_hex(&digest))
 }
 
-pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    Ok(serde_json::to_vec(value)?)
+/// A buffer this large or larger is not kept for the next record (see [`encode`]).
+const KEPT_ENCODE_BUFFER: usize = 64 * 1024;
+
+thread_local! {
+    /// Each thread's buffer for [`encode`].
+    static ENCODE_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A value's stored form, as sled keeps it. The JSON is written into a buffer each thread
+/// keeps and then copied once into sled's shared bytes, which sled would have copied a fresh
+/// vector into anyway: an event record of a kilobyte or two otherwise grows its vector four
+/// or five times on the way (a share of the allocator's time on the webhook path, see
+/// BENCHMARKS.md). A buffer grown past [`KEPT_ENCODE_BUFFER`] by an unusually large record
+/// is given back rather than kept for the life of the thread.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<sled::IVec, StoreError> {
+    ENCODE_BUFFER.with(|cell| {
+        // Serializing never encodes another value, so the buffer is free; if that ever
+        // changed, the nested call would use a vector of its own rather than panic.
+        let Ok(mut buffer) = cell.try_borrow_mut() else {
+            return Ok(sled::IVec::from(serde_json::to_vec(value)?));
+        };
+        buffer.clear();
+        let written = serde_json::to_writer(&mut *buffer, value);
+        let bytes = written.map(|()| sled::IVec::from(buffer.as_slice()));
+        if buffer.capacity() >= KEPT_ENCODE_BUFFER {
+            *buffer = Vec::new();
+        }
+        Ok(bytes?)
+    })
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(

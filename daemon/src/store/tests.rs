@@ -578,3 +578,19 @@ async fn a_tree_several_times_the_cache_reads_back_whole() {
     }
     assert_eq!(expected, RECORDS);
 }
+
+/// Records are encoded through one buffer per thread: a short record after a long one must
+/// carry nothing of the long one, and a buffer a large record grew is not kept.
+#[test]
+fn records_encoded_one_after_another_read_back_exactly() {
+    let medium = "m".repeat(2_000);
+    let long = "x".repeat(200_000);
+    let short = "y".to_owned();
+    for text in [&medium, &short, &long, &short] {
+        let bytes = super::encode(text).unwrap();
+        let back: String = super::decode("test", &bytes).unwrap();
+        assert_eq!(&back, text);
+    }
+    let kept = super::ENCODE_BUFFER.with(|cell| cell.borrow().capacity());
+    assert!(kept < super::KEPT_ENCODE_BUFFER, "kept {kept} bytes");
+}

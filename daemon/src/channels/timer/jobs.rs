@@ -95,7 +95,7 @@ struct RecordIn {
 }
 
 impl Job {
-    fn encode(&self) -> Result<Vec<u8>, StoreError> {
+    fn encode(&self) -> Result<sled::IVec, StoreError> {
         crate::store::encode(&RecordOut {
             spec: &self.spec,
             origin: self.origin,
@@ -384,7 +384,7 @@ mod tests {
     fn records_leave_out_usual_values_and_read_back_the_same() {
         let usual = job(Urgency::Parallel, false, None);
         let bytes = usual.encode().unwrap();
-        let text = String::from_utf8(bytes.clone()).unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
         for left_out in [
             "job-1234\"",
             "origin",
