@@ -384,7 +384,7 @@ mod tests {
     fn records_leave_out_usual_values_and_read_back_the_same() {
         let usual = job(Urgency::Parallel, false, None);
         let bytes = usual.encode().unwrap();
-        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let text = std::str::from_utf8(&bytes).unwrap();
         for left_out in [
             "job-1234\"",
             "origin",
