@@ -1,4 +1,5 @@
-//! Giving back to the system the memory a burst of work freed.
+//! Giving back to the system the memory a burst of work freed, and the pages of the
+//! daemon's own binary that only its start used.
 //!
 //! glibc's allocator keeps what the program frees for reuse, and returns pages only from
 //! the top of a heap, so after a burst — reading a config of 10,000 jobs, writing them into
@@ -17,6 +18,24 @@
 //! what the call sets): idle with every channel 38.0 → 37.1–37.5 MB (anonymous 9.7 → 8.8);
 //! 10,000 config jobs 32.8 → 30.6 MB (anonymous 15.4 → 14.0); see BENCHMARKS.md for the
 //! webhook load with it. A user's own `MALLOC_ARENA_MAX` wins.
+//!
+//! Most of an idle daemon's resident memory is pages of its own binary, and most of those
+//! were mapped by the start: reading the config, setting up TLS, logging in, the first pass
+//! over the jobs — code that does not run again. The kernel keeps a page mapped once a
+//! process has touched it (and 64 KB around it), so they stayed in the daemon's resident set
+//! for its whole life. [`release_code_pages`] unmaps every page of the binary's read-only
+//! mappings that was never written; whatever runs afterwards is mapped again on its first
+//! use, from the page cache (a minor fault, no disk read while the file is cached). It is
+//! called when the start is over (the timer's first pass) and then once a minute, so that
+//! what stays resident is the code of the last minute's work; re-mapping a busy path once a
+//! minute is a few hundred minor faults, well under a millisecond. The pages are not freed
+//! by this: they stay in the page cache, shared and clean, where the kernel reclaims them
+//! before anything a process holds mapped when it needs room. Measured on 2026-12-06
+//! (release build, `scripts/ready_and_rss.py`, 3 s after READY, median of 3, two alternated
+//! rounds): empty config 16.4 / 16.6 MB resident before, 12.2 / 12.4 MB after; 10,000
+//! config jobs 23.4 → 21.2 MB (BENCHMARKS.md has every channel). A mapping with any page
+//! written (the relocated `.data.rel.ro`, which the loader patched and then made read-only)
+//! is left alone: dropping it would bring back the file's unpatched bytes.
 //!
 //! The workspace denies `unsafe`; this module holds its only exceptions (see the SAFETY notes).
 
@@ -57,3 +76,188 @@ pub(crate) fn release_freed_memory() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub(crate) fn release_freed_memory() {}
+
+/// Unmaps the pages of the daemon's own binary that nothing wrote (see the module docs); a
+/// mapping it cannot read about is left as it is.
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "madvise has no safe binding")]
+pub(crate) fn release_code_pages() {
+    let Ok(binary) = std::fs::read_link("/proc/self/exe") else {
+        return;
+    };
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+        return;
+    };
+    for region in unwritten_binary_mappings(&smaps, &binary.to_string_lossy()) {
+        // SAFETY: the range is one whole mapping of this process's own executable file,
+        // private, not writable and with no page written (`Anonymous: 0 kB`), so every page
+        // of it is the file's bytes as the page cache holds them. MADV_DONTNEED on such a
+        // mapping only removes the page table entries: the next access faults the same bytes
+        // back in from the file, so no thread running or reading this code can see anything
+        // different. The executable cannot be written while it runs (ETXTBSY), and a page a
+        // debugger or a uprobe patched is a written page, so its mapping is not in the list.
+        // The answer (whether the kernel accepted) changes nothing: refused, the pages stay.
+        unsafe {
+            libc::madvise(
+                region.start as *mut libc::c_void,
+                region.end - region.start,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn release_code_pages() {}
+
+/// The address ranges in `smaps` (the text of `/proc/self/smaps`) that map the file `binary`
+/// privately and read-only with no page written: the ones [`release_code_pages`] may unmap.
+#[cfg(any(target_os = "linux", test))]
+fn unwritten_binary_mappings(smaps: &str, binary: &str) -> Vec<std::ops::Range<usize>> {
+    let mut found = Vec::new();
+    // The mapping whose fields are being read, if it is one of the binary's read-only ones.
+    let mut current: Option<std::ops::Range<usize>> = None;
+    for line in smaps.lines() {
+        if let Some(range) = mapping_header(line) {
+            current = range.and_then(|(range, perms, path)| {
+                let read_only_private =
+                    perms.starts_with('r') && perms.get(1..2) == Some("-") && perms.ends_with('p');
+                (read_only_private && path == binary).then_some(range)
+            });
+        } else if let Some(kb) = line.strip_prefix("Anonymous:")
+            && let Some(range) = current.take()
+            && kb.trim() == "0 kB"
+        {
+            found.push(range);
+        }
+    }
+    found
+}
+
+/// A mapping's header line of smaps (`start-end perms offset dev inode [path]`): `None` for
+/// any other line; `Some(None)` for a header whose addresses do not parse.
+#[cfg(any(target_os = "linux", test))]
+fn mapping_header(line: &str) -> Option<Option<(std::ops::Range<usize>, &str, &str)>> {
+    let mut fields = line.splitn(6, ' ');
+    let (addresses, perms) = (fields.next()?, fields.next()?);
+    let (start, end) = addresses.split_once('-')?;
+    if perms.len() != 4 || !start.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let path = fields.nth(3).map_or("", str::trim_start);
+    let parsed = usize::from_str_radix(start, 16)
+        .ok()
+        .zip(usize::from_str_radix(end, 16).ok())
+        .filter(|(start, end)| start < end);
+    Some(parsed.map(|(start, end)| (start..end, perms, path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shortened smaps of a running daemon: its binary's four mappings (read-only data,
+    /// code, the relocated data made read-only, writable data), the heap, a library.
+    const SMAPS: &str = "\
+55d0c0000000-55d0c03ce000 r--p 00000000 fd:01 1234                       /usr/bin/steward
+Rss:                1800 kB
+Anonymous:             0 kB
+55d0c03ce000-55d0c1f00000 r-xp 003ce000 fd:01 1234                       /usr/bin/steward
+Rss:                8600 kB
+Anonymous:             0 kB
+55d0c1f00000-55d0c2200000 r--p 01f00000 fd:01 1234                       /usr/bin/steward
+Rss:                2164 kB
+Anonymous:          2164 kB
+55d0c2200000-55d0c2210000 rw-p 02200000 fd:01 1234                       /usr/bin/steward
+Rss:                  64 kB
+Anonymous:            64 kB
+55d0c3000000-55d0c3400000 rw-p 00000000 00:00 0                          [heap]
+Anonymous:          1284 kB
+7f0000000000-7f0000100000 r-xp 00028000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             0 kB
+7f0000200000-7f0000300000 r-xp 00000000 fd:01 1234                       /usr/bin/steward-old
+Anonymous:             0 kB
+";
+
+    #[test]
+    fn only_the_binarys_unwritten_read_only_mappings_are_released() {
+        assert_eq!(
+            unwritten_binary_mappings(SMAPS, "/usr/bin/steward"),
+            vec![
+                0x55d0_c000_0000..0x55d0_c03c_e000,
+                0x55d0_c03c_e000..0x55d0_c1f0_0000,
+            ]
+        );
+        assert!(unwritten_binary_mappings(SMAPS, "/usr/bin/other").is_empty());
+        // A path with spaces, and one the binary was replaced under, are whole paths.
+        let spaced =
+            "1000-2000 r-xp 00000000 fd:01 7 /opt/my apps/steward (deleted)\nAnonymous: 0 kB\n";
+        assert_eq!(
+            unwritten_binary_mappings(spaced, "/opt/my apps/steward (deleted)"),
+            vec![0x1000..0x2000]
+        );
+    }
+
+    #[test]
+    fn lines_that_are_not_mappings_are_no_mappings() {
+        for line in [
+            "Rss:                1800 kB",
+            "VmFlags: rd ex mr mw me dw sd",
+            "",
+            "zzzz-1000 r-xp 0 fd:01 7 /usr/bin/steward",
+        ] {
+            assert!(mapping_header(line).is_none(), "{line}");
+        }
+        assert!(matches!(
+            mapping_header("2000-1000 r-xp 0 fd:01 7 /usr/bin/steward"),
+            Some(None)
+        ));
+        let odd = "1000-2000 r-xp 0 fd:01 7 /usr/bin/steward\nAnonymous: 4 kB\n";
+        assert!(unwritten_binary_mappings(odd, "/usr/bin/steward").is_empty());
+    }
+
+    /// The test binary releases its own code and keeps running it: the pages come back as
+    /// they are used, with the same bytes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_runs_on_after_releasing_its_code() {
+        fn binary_resident_kb() -> u64 {
+            let binary = std::fs::read_link("/proc/self/exe").unwrap();
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let ranges = unwritten_binary_mappings(&smaps, &binary.to_string_lossy());
+            let mut resident = 0;
+            let mut counting = false;
+            for line in smaps.lines() {
+                if let Some(header) = mapping_header(line) {
+                    counting = header.is_some_and(|(range, _, _)| ranges.contains(&range));
+                } else if counting && let Some(kb) = line.strip_prefix("Rss:") {
+                    resident += kb.trim().trim_end_matches(" kB").parse::<u64>().unwrap();
+                }
+            }
+            resident
+        }
+        let before = binary_resident_kb();
+        let checksum = |text: &str| {
+            text.bytes()
+                .fold(0u64, |sum, b| sum.wrapping_mul(31) + u64::from(b))
+        };
+        let expected = checksum(SMAPS);
+        release_code_pages();
+        let after = binary_resident_kb();
+        assert!(before > 0, "the test binary's code was resident");
+        assert!(
+            after < before,
+            "released: {before} kB resident before, {after} kB after"
+        );
+        assert_eq!(
+            checksum(SMAPS),
+            expected,
+            "the binary's bytes read back the same"
+        );
+        assert_eq!(
+            unwritten_binary_mappings(SMAPS, "/usr/bin/steward").len(),
+            2,
+            "its code still runs"
+        );
+    }
+}

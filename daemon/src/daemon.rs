@@ -273,6 +273,7 @@ fn spawn_background(
     tasks.spawn(retention.run(shutdown.clone()));
     tasks.spawn(watch_store(store.clone(), shutdown.clone()));
     tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));
+    tasks.spawn(release_code_pages_every_minute(shutdown.clone()));
     let (shutdown, fault) = (shutdown.clone(), fault.clone());
     let dispatcher = core.dispatcher;
     tasks.spawn(async move {
@@ -286,6 +287,21 @@ fn spawn_background(
         }
     });
     tasks.close();
+}
+
+/// Unmaps the binary's pages once a minute, so that what stays resident is the code the
+/// last minute ran (see `crate::allocator`); the start's are unmapped by the timer's first
+/// pass.
+async fn release_code_pages_every_minute(shutdown: CancellationToken) {
+    let period = std::time::Duration::from_secs(60);
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => crate::allocator::release_code_pages(),
+            () = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Writes the config's jobs into the store on a blocking thread, after READY (see
