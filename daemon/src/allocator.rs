@@ -27,13 +27,14 @@
 //! mappings that was never written; whatever runs afterwards is mapped again on its first
 //! use, from the page cache (a minor fault, no disk read while the file is cached). It is
 //! called when the start is over (the timer's first pass) and then once a minute, so that
-//! what stays resident is the code of the last minute's work; re-mapping a busy path once a
-//! minute is a few hundred minor faults, well under a millisecond. The pages are not freed
+//! what stays resident is the code of the last minute's work; signed webhook deliveries at
+//! full load across the minute's release ran as fast as without it. The pages are not freed
 //! by this: they stay in the page cache, shared and clean, where the kernel reclaims them
 //! before anything a process holds mapped when it needs room. Measured on 2026-12-06
 //! (release build, `scripts/ready_and_rss.py`, 3 s after READY, median of 3, two alternated
 //! rounds): empty config 16.4 / 16.6 MB resident before, 12.2 / 12.4 MB after; 10,000
-//! config jobs 23.4 → 21.2 MB (BENCHMARKS.md has every channel). A mapping with any page
+//! config jobs 23.4 → 21.2 MB; every channel, after the first minute, 21.6-21.9 → 20.1-20.6
+//! MB (its idle loops map most of the code again; see BENCHMARKS.md). A mapping with any page
 //! written (the relocated `.data.rel.ro`, which the loader patched and then made read-only)
 //! is left alone: dropping it would bring back the file's unpatched bytes.
 //!
