@@ -4,10 +4,14 @@ place together (see `order_code_by_use` in daemon/build.rs for why).
 
 It runs the release binary under valgrind's callgrind with every channel configured (the
 config of scripts/side_by_side.py: socket, HTTP with the web page, a signed webhook route,
-cron, a watch, an MCP server, email IMAP IDLE, Matrix E2EE, Telegram), waits for READY, asks
-for `steward status`, sends the owner's message over the socket (the model is unreachable:
-the turn fails and says so), sends signed webhook deliveries, lets it idle, stops it, keeps the
-functions that ran — most instructions first — that the binary's symbol table has.
+cron, a watch, an MCP server, email IMAP IDLE, Matrix E2EE, Telegram) and profiles it in
+three phases, each dumped on its own: the start (until READY and a settling time after it),
+work (`steward status`, the owner's message over the socket — the model is unreachable, so
+the turn fails and says so — and signed webhook deliveries), and idle. It keeps the functions
+that ran and the binary's symbol table has, in phase order: what idle runs first, then what
+work adds, then what only the start ran (most instructions first within each). The daemon
+unmaps its code pages once a minute (`release_code_pages` in daemon/src/allocator.rs), so
+what an idle daemon maps back is the first part only, not every page the start touched.
 
     code_layout.py BINARY OUTPUT [IDLE_SECS]
 
@@ -15,6 +19,7 @@ Needs valgrind, the loopback mail stack (tests/mail/stack.sh start) and Synapse
 (tests/matrix/synapse.sh start); scripts/code-layout.sh builds the binary and runs this.
 """
 import collections
+import glob
 import hashlib
 import hmac
 import os
@@ -30,6 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import side_by_side  # noqa: E402  (the every-channel config lives there)
 
 DELIVERIES = 20
+# Under valgrind the logins and handshakes that finish after READY take seconds.
+SETTLE_SECS = 60
 
 
 def deliver(port, n):
@@ -46,7 +53,24 @@ def deliver(port, n):
             raise RuntimeError(f"webhook delivery answered {response.status}")
 
 
+def dump(child, profile_path, phase):
+    """Writes the counts so far to PROFILE_PATH.N (callgrind numbers its dumps) and zeroes
+    them; returns the file written."""
+    before = set(glob.glob(profile_path + ".*"))
+    subprocess.run(["callgrind_control", "--dump=" + phase, str(child.pid)], check=True,
+                   stdout=subprocess.DEVNULL, timeout=600)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        new = set(glob.glob(profile_path + ".*")) - before
+        if new:
+            time.sleep(1)  # let callgrind finish writing it
+            return new.pop()
+        time.sleep(0.2)
+    raise RuntimeError(f"callgrind wrote no dump for the {phase} phase")
+
+
 def profile(binary, idle_secs, profile_path):
+    """Runs the daemon through its phases; returns their profiles: start, work, idle."""
     data = tempfile.mkdtemp(prefix="layout-steward-")
     watched = tempfile.mkdtemp(prefix="layout-watched-")
     try:
@@ -73,12 +97,17 @@ def profile(binary, idle_secs, profile_path):
                 time.sleep(0.05)
             port = int(open(addr_file).read().rsplit(":", 1)[1])
             side_by_side.wait_port(port, child, deadline_s=600)
+            time.sleep(SETTLE_SECS)
+            phases = [dump(child, profile_path, "start")]
             for command in (["status"], ["send", "what is on my calendar today?"]):
                 subprocess.run([binary, "--data-dir", data, *command], check=True,
                                stdout=subprocess.DEVNULL, timeout=600)
             for n in range(DELIVERIES):
                 deliver(port, n)
+            phases.append(dump(child, profile_path, "work"))
             time.sleep(idle_secs)
+            phases.append(dump(child, profile_path, "idle"))
+            return phases
         finally:
             child.terminate()
             child.wait(timeout=600)
@@ -121,18 +150,25 @@ def main():
     idle_secs = float(sys.argv[3]) if len(sys.argv) > 3 else 30
     with tempfile.TemporaryDirectory() as work:
         profile_path = os.path.join(work, "callgrind.out")
-        profile(binary, idle_secs, profile_path)
-        cost = instructions_per_function(profile_path)
+        start, work_phase, idle = (instructions_per_function(path)
+                                   for path in profile(binary, idle_secs, profile_path))
     symbols = code_symbols(binary)
-    used = sorted((name for name in cost if name in symbols), key=lambda n: (-cost[n], n))
+    used, placed = [], set()
+    for name, phase in (("idle", idle), ("work", work_phase), ("start", start)):
+        ran = sorted((f for f in phase if f in symbols and f not in placed),
+                     key=lambda f: (-phase[f], f))
+        placed.update(ran)
+        used.extend(ran)
+        print(f"{name}: {len(ran)} functions")
     if not used:
         sys.exit("no function of the profile is in the binary's symbol table (stripped?)")
     with open(output, "w") as f:
-        f.write("# The functions a running Steward used, most instructions first: start, idle with\n"
-                "# every channel, `steward status`, an owner's message, signed webhook deliveries.\n"
+        f.write("# The functions a running Steward used with every channel: what idle runs, then\n"
+                "# what `steward status`, an owner's message and webhook deliveries add, then what\n"
+                "# only the start ran; most instructions first within each.\n"
                 "# Written by scripts/code-layout.sh; read by the linker (see daemon/build.rs).\n")
         f.write("".join(name + "\n" for name in used))
-    print(f"{len(used)} functions of {len(cost)} in the profile written to {output}")
+    print(f"{len(used)} functions written to {output}")
 
 
 if __name__ == "__main__":
