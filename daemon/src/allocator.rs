@@ -34,7 +34,8 @@
 //! (release build, `scripts/ready_and_rss.py`, 3 s after READY, median of 3, two alternated
 //! rounds): empty config 16.4 / 16.6 MB resident before, 12.2 / 12.4 MB after; 10,000
 //! config jobs 23.4 → 21.2 MB; every channel, after the first minute, 21.6-21.9 → 20.1-20.6
-//! MB (its idle loops map most of the code again; see BENCHMARKS.md). A mapping with any page
+//! MB (its idle loops map most of the code again), and 18.3-18.7 MB with the code laid out
+//! idle-first (`scripts/code_layout.py`; see BENCHMARKS.md). A mapping with any page
 //! written (the relocated `.data.rel.ro`, which the loader patched and then made read-only)
 //! is left alone: dropping it would bring back the file's unpatched bytes.
 //!
