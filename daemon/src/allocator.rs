@@ -26,8 +26,9 @@
 //! for its whole life. [`release_code_pages`] unmaps every page of the binary's read-only
 //! mappings that was never written; whatever runs afterwards is mapped again on its first
 //! use, from the page cache (a minor fault, no disk read while the file is cached). It is
-//! called when the start is over (the timer's first pass) and then once a minute, so that
-//! what stays resident is the code of the last minute's work; signed webhook deliveries at
+//! called when the start is over — every channel logged in, synced or down, the config's
+//! jobs written and passed over (see `daemon.rs`) — and then once a minute, so that what
+//! stays resident is the code of the last minute's work; signed webhook deliveries at
 //! full load across the minute's release ran as fast as without it. The pages are not freed
 //! by this: they stay in the page cache, shared and clean, where the kernel reclaims them
 //! before anything a process holds mapped when it needs room. Measured on 2026-12-06
@@ -35,7 +36,10 @@
 //! rounds): empty config 16.4 / 16.6 MB resident before, 12.2 / 12.4 MB after; 10,000
 //! config jobs 23.4 → 21.2 MB; every channel, after the first minute, 21.6-21.9 → 20.1-20.6
 //! MB (its idle loops map most of the code again), and 18.3-18.7 MB with the code laid out
-//! idle-first (`scripts/code_layout.py`; see BENCHMARKS.md). A mapping with any page
+//! idle-first (`scripts/code_layout.py`; see BENCHMARKS.md). Released at the timer's first
+//! pass, the start's code stayed mapped through the logins that came after it; released once
+//! every channel is up instead, every channel 10 s after READY is 17.9-18.3 MB, not
+//! 22.7-22.9 (2026-12-06, thirteenth session). A mapping with any page
 //! written (the relocated `.data.rel.ro`, which the loader patched and then made read-only)
 //! is left alone: dropping it would bring back the file's unpatched bytes.
 //!

@@ -273,7 +273,10 @@ fn spawn_background(
     tasks.spawn(retention.run(shutdown.clone()));
     tasks.spawn(watch_store(store.clone(), shutdown.clone()));
     tasks.spawn(core.confirmations.clone().run_expiry(shutdown.clone()));
-    tasks.spawn(release_code_pages_every_minute(shutdown.clone()));
+    tasks.spawn(release_memory_after_start_and_every_minute(
+        core.status.clone(),
+        shutdown.clone(),
+    ));
     let (shutdown, fault) = (shutdown.clone(), fault.clone());
     let dispatcher = core.dispatcher;
     tasks.spawn(async move {
@@ -289,10 +292,31 @@ fn spawn_background(
     tasks.close();
 }
 
-/// Unmaps the binary's pages once a minute, so that what stays resident is the code the
-/// last minute ran (see `crate::allocator`); the start's are unmapped by the timer's first
-/// pass.
-async fn release_code_pages_every_minute(shutdown: CancellationToken) {
+/// The longest the start's release of memory waits for a channel still starting.
+const START_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Gives back what the start used and will not use again (see `crate::allocator`): once every
+/// channel has said where it stands — logged in and synced, its first pass over the jobs done,
+/// or down — or [`START_SETTLE`] after the daemon began, the heap's freed pages and the
+/// binary's code pages; then the code pages once a minute, so that what stays resident is the
+/// code the last minute ran. Waiting for the channels rather than a fixed time is what keeps
+/// the logins' code (TLS, Matrix's keys, the config's jobs written) from staying mapped for
+/// the first minute.
+async fn release_memory_after_start_and_every_minute(
+    status: std::sync::Arc<crate::status::StatusBoard>,
+    shutdown: CancellationToken,
+) {
+    let channels_up = async {
+        while status.any_channel_starting() {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(START_SETTLE, channels_up) => {}
+        () = shutdown.cancelled() => return,
+    }
+    crate::allocator::release_freed_memory();
+    crate::allocator::release_code_pages();
     let period = std::time::Duration::from_secs(60);
     let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -111,6 +111,14 @@ impl StatusBoard {
             .collect()
     }
 
+    /// Whether some channel has not yet said where it stands (still `Starting`: logging in,
+    /// its first sync or first pass not done): the start is not over while one has not.
+    pub fn any_channel_starting(&self) -> bool {
+        lock(&self.channels)
+            .values()
+            .any(|health| matches!(health, ChannelHealth::Starting { .. }))
+    }
+
     pub fn remove_channel(&self, name: &str) {
         lock(&self.channels).remove(name);
     }
@@ -226,4 +234,32 @@ impl StatusBoard {
 /// Status is advisory: a poisoned lock still holds a usable value.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_is_over_once_no_channel_is_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("db")).unwrap();
+        let inbox = Arc::new(Inbox::open(store, 16, std::time::Duration::from_secs(60)).unwrap());
+        let board = StatusBoard::new(dir.path().to_owned(), inbox);
+        assert!(
+            !board.any_channel_starting(),
+            "no channel: nothing to wait for"
+        );
+        board.set_channel("email", ChannelHealth::starting("connecting"));
+        board.set_channel("timer", ChannelHealth::starting("starting"));
+        assert!(board.any_channel_starting());
+        board.set_channel("email", ChannelHealth::ready("idle"));
+        assert!(board.any_channel_starting(), "the timer has not said yet");
+        // Down counts as having said where it stands: a failed login ends the start too.
+        board.set_channel(
+            "timer",
+            ChannelHealth::backoff("storage", std::time::Duration::from_secs(1)),
+        );
+        assert!(!board.any_channel_starting());
+    }
 }

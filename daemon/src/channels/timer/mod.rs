@@ -84,11 +84,6 @@ impl Timer {
 
     async fn run_jobs(&self) -> Result<(), StoreError> {
         let mut queue = self.catch_up(Utc::now()).await?;
-        // The start's bursts are over: the config read, its jobs written, this first pass
-        // over every job. What they freed goes back to the system, and the code only they ran
-        // is unmapped (see `crate::allocator`).
-        crate::allocator::release_freed_memory();
-        crate::allocator::release_code_pages();
         loop {
             let now = Utc::now();
             while let Some((at, name)) = queue.first().cloned() {
