@@ -10,11 +10,11 @@ mod trajectory;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::watch;
 
 pub use inbox::{EventRecord, Inbox, InboxChange, Submitted};
 pub(crate) use trajectory::EVENTS_PER_WRITE;
@@ -100,8 +100,43 @@ struct GroupCommit {
     written: AtomicU64,
     /// The highest `written` value known to be on disk.
     durable: watch::Sender<u64>,
-    /// Held by the one writer currently flushing for everybody.
-    leader: Mutex<()>,
+    /// Set while one writer flushes for everybody (see [`FlushLead`]).
+    flushing: AtomicBool,
+}
+
+/// The lead of a group commit, held by the writer that flushes. Let go — after the flush,
+/// after a failed one or when the writer's future is dropped — it clears the flag first and
+/// then changes `durable` (advanced by what the flush covered, if it ended), so that every
+/// waiter wakes to find the lead free.
+struct FlushLead<'a> {
+    commit: &'a GroupCommit,
+    /// Set once the flush ended: every write noted up to here is on disk.
+    covered: Option<u64>,
+}
+
+impl<'a> FlushLead<'a> {
+    fn take(commit: &'a GroupCommit) -> Option<Self> {
+        commit
+            .flushing
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| Self {
+                commit,
+                covered: None,
+            })
+    }
+}
+
+impl Drop for FlushLead<'_> {
+    fn drop(&mut self) {
+        self.commit.flushing.store(false, Ordering::SeqCst);
+        let covered = self.covered;
+        self.commit.durable.send_modify(|durable| {
+            if let Some(covered) = covered {
+                *durable = (*durable).max(covered);
+            }
+        });
+    }
 }
 
 impl Store {
@@ -122,7 +157,7 @@ impl Store {
             commit: Arc::new(GroupCommit {
                 written: AtomicU64::new(0),
                 durable: watch::channel(0).0,
-                leader: Mutex::new(()),
+                flushing: AtomicBool::new(false),
             }),
         })
     }
@@ -133,23 +168,36 @@ impl Store {
     }
 
     /// Returns once every write noted up to `ticket` is on disk.
+    ///
+    /// One writer at a time flushes (the leader); the others wait for its flush to end and
+    /// are all woken by it together, each going on at once when the flush covered its write
+    /// and one of them taking the lead when it did not. They used to queue on a lock held
+    /// by the leader, which, handed from one waiter to the next, woke them one after another.
     pub(crate) async fn sync(&self, ticket: u64) -> Result<(), StoreError> {
+        let mut durable = self.commit.durable.subscribe();
         loop {
-            if *self.commit.durable.borrow() >= ticket {
+            if *durable.borrow_and_update() >= ticket {
                 return Ok(());
             }
-            let _leader = self.commit.leader.lock().await;
+            let Some(mut lead) = FlushLead::take(&self.commit) else {
+                // The leader's flush ends with a change of `durable` (see `FlushLead`), after
+                // it let go of the lead; this writer saw `durable` before it tried to take
+                // the lead, so it cannot miss that change.
+                // An error means the sender is gone, which cannot happen while `self` lives.
+                durable.changed().await.map_err(|_| StoreError::Corrupt {
+                    tree: "store",
+                    reason: "the store's group commit is gone".into(),
+                })?;
+                continue;
+            };
             if *self.commit.durable.borrow() >= ticket {
+                // A flush ended between the check above and taking the lead.
                 return Ok(());
             }
             // Everything noted before this load is covered by the flush that follows.
             let covered = self.commit.written.load(Ordering::SeqCst);
             self.db.flush_async().await?;
-            self.commit.durable.send_if_modified(|d| {
-                let advanced = covered > *d;
-                *d = (*d).max(covered);
-                advanced
-            });
+            lead.covered = Some(covered);
         }
     }
 

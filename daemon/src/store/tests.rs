@@ -594,3 +594,34 @@ fn records_encoded_one_after_another_read_back_exactly() {
     let kept = super::ENCODE_BUFFER.with(|cell| cell.borrow().capacity());
     assert!(kept < super::KEPT_ENCODE_BUFFER, "kept {kept} bytes");
 }
+
+/// A writer that leads a group commit and is dropped before its flush ends (its request
+/// went away) must not leave the others waiting for a flush nobody will make: one of them
+/// takes the lead and flushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_go_on_when_the_writer_leading_the_flush_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _inbox) = open(dir.path(), 10, DAY);
+    let ticket = store.note_write();
+    let lead = super::FlushLead::take(&store.commit).expect("nobody leads yet");
+    assert!(
+        super::FlushLead::take(&store.commit).is_none(),
+        "two writers lead at once"
+    );
+    let waiter = tokio::spawn({
+        let store = store.clone();
+        async move { store.sync(ticket).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiter.is_finished(),
+        "a write was called durable while nobody had flushed it"
+    );
+    drop(lead);
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter took the lead once it was let go")
+        .unwrap()
+        .unwrap();
+    assert!(*store.commit.durable.borrow() >= ticket);
+}
