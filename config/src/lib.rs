@@ -11,6 +11,7 @@ mod email;
 mod error;
 mod matrix;
 mod raw;
+mod sections;
 mod skills;
 mod spanned;
 mod telegram;
@@ -490,6 +491,13 @@ pub fn json_schema() -> serde_json::Value {
 impl Config {
     /// Parses and validates `text`; `origin` names the file in error messages.
     pub fn from_toml(text: &str, origin: Option<&Path>) -> Result<Self, ConfigError> {
+        // A file of many jobs is read in sections; any error is found again by reading it
+        // whole, so that it names the same key and line (see `sections`).
+        if let Some(config) =
+            sections::parse(text).and_then(|raw| validate::resolve(raw, text).ok())
+        {
+            return Ok(config);
+        }
         let raw = raw::parse(text).map_err(|e| e.with_origin(origin))?;
         validate::resolve(raw, text).map_err(|e| e.with_origin(origin))
     }
