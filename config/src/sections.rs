@@ -1,19 +1,21 @@
 //! A file with many `[[cron]]` tables read in sections rather than as one document.
 //!
 //! toml reads a document by first collecting every token and every parser event of the whole
-//! file, then building a map for each table; for 10,000 `[[cron]]` tables that was ~40 ms of
-//! the start before READY and a ~40 MB peak, most of it page faults and vectors copied as
-//! they doubled (measured 2026-12-06, see BENCHMARKS.md). Read in batches of
-//! [`TABLES_PER_BATCH`] jobs, the same work stays in memory the allocator has just freed.
+//! file, then building a map for each table. For 10,000 `[[cron]]` tables that was most of
+//! the start before READY, with a 28 MB peak of memory touched once — page faults, and
+//! vectors copied as they doubled. Read in batches of [`TABLES_PER_BATCH`] jobs, the same
+//! work stays in memory the allocator has just freed: reading and checking that file went
+//! from 37.0 to 25.9 ms and its peak from 28.5 to 13.0 MB (medians, 2026-12-06, BENCHMARKS.md).
 //!
-//! The file is cut at its table headers, found by toml's own parser (a line that looks like a
-//! header inside a multi-line string is not one). Each `[[cron]]` table runs from its header
+//! The file is cut at its table headers, found from toml's own tokens (a line that looks like
+//! a header inside a multi-line string is not one). Each `[[cron]]` table runs from its header
 //! to the next header that is not one of its sub-tables (`[cron.action]`); everything else is
 //! read as one document. The sections are used only when they cannot mean anything else than
 //! the whole file means; otherwise [`parse`] returns `None` and the caller reads the whole
 //! file as before:
 //! - fewer than [`MIN_TABLES`] jobs (small files keep the one path every file used to take);
-//! - a syntax error anywhere, or a header key written in quotes (`["cron"]` is `[cron]`);
+//! - a header key written in quotes (`["cron"]` is `[cron]`), a header not well formed, a
+//!   bracket closed that was never opened, or a syntax error in any section;
 //! - `cron` as anything but an array of tables: `[cron]`, a root key `cron = …`, or a
 //!   `[cron.x]` sub-table that is not directly after its `[[cron]]` table.
 //!
@@ -25,8 +27,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use serde::Deserialize;
-use toml_parser::parser::EventReceiver;
-use toml_parser::{ErrorSink, Source, Span};
+use toml_parser::lexer::{Lexer, TokenKind};
+use toml_parser::{Source, Span};
 
 use crate::raw::{RawConfig, RawCronJob};
 
@@ -81,23 +83,13 @@ struct Layout {
 
 impl Layout {
     fn of(text: &str) -> Option<Self> {
-        // Room for a token every two bytes: `Lexer::into_vec` guesses fewer for a file of
-        // short job tables and copies the whole vector as it grows.
-        let mut tokens = Vec::with_capacity(text.len() / 2 + 16);
-        tokens.extend(Source::new(text).lex());
-        let mut scan = Scan::new(text);
-        let mut error = None;
-        toml_parser::parser::parse_document(&tokens, &mut scan, &mut error);
-        if error.is_some() || scan.unsure {
-            return None;
-        }
         let mut layout = Self {
             jobs: Vec::new(),
             rest: String::new(),
         };
         // The section being read: where it starts, and whether it is a job table.
         let mut section = (0, false);
-        for header in &scan.headers {
+        for header in headers(text)? {
             let first_is_cron = header.first_key == "cron";
             let job_table = first_is_cron && header.array && header.keys == 1;
             if first_is_cron && !job_table {
@@ -131,117 +123,84 @@ struct Header<'t> {
     keys: usize,
 }
 
-/// Collects the headers from toml's parser events, and the first key of each key/value
-/// pair written before the first header (the root table's own keys).
-struct Scan<'t> {
-    text: &'t str,
-    headers: Vec<Header<'t>>,
-    in_header: bool,
-    /// Arrays and inline tables open around the current value.
-    depth: usize,
-    /// The next key at depth 0 starts a key/value pair.
-    line_start: bool,
-    /// Something was written that the sections could read differently from the whole file.
-    unsure: bool,
+/// The file's table headers, from toml's own tokens (a string, multi-line or not, is one
+/// token, so nothing inside one is taken for a header). A `[` is a header's when it is the
+/// first token of a line outside any array or inline table; every other bracket opens or
+/// closes a value. `None` when the file may mean something the sections would read
+/// differently: a key of the root table that is `cron` or quoted, a quoted header key, a
+/// header that is not well formed, or a bracket closed that was never opened. Whatever
+/// else is wrong is left to toml, which reads every section.
+fn headers(text: &str) -> Option<Vec<Header<'_>>> {
+    let mut headers = Vec::new();
+    let mut tokens = Source::new(text).lex();
+    // Arrays and inline tables open around the current value.
+    let mut depth = 0usize;
+    let mut line_start = true;
+    while let Some(token) = tokens.next() {
+        let kind = token.kind();
+        match kind {
+            TokenKind::Whitespace | TokenKind::Comment | TokenKind::Eof => continue,
+            TokenKind::Newline => {
+                line_start |= depth == 0;
+                continue;
+            }
+            TokenKind::LeftSquareBracket if line_start && depth == 0 => {
+                headers.push(header(text, token.span().start(), &mut tokens)?);
+            }
+            // The first key of a key/value pair of the root table.
+            _ if line_start
+                && depth == 0
+                && headers.is_empty()
+                && (kind != TokenKind::Atom || span_text(text, token.span())? == "cron") =>
+            {
+                return None;
+            }
+            TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket => depth += 1,
+            TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket => {
+                depth = depth.checked_sub(1)?;
+            }
+            _ => {}
+        }
+        line_start = false;
+    }
+    Some(headers)
 }
 
-impl<'t> Scan<'t> {
-    fn new(text: &'t str) -> Self {
-        Self {
-            text,
-            headers: Vec::new(),
-            in_header: false,
-            depth: 0,
-            line_start: true,
-            unsure: false,
-        }
+/// The rest of a header whose first `[` starts at `start`.
+fn header<'t>(text: &'t str, start: usize, tokens: &mut Lexer<'t>) -> Option<Header<'t>> {
+    let mut header = Header {
+        start,
+        array: false,
+        first_key: "",
+        keys: 0,
+    };
+    let mut next = tokens.next()?;
+    if next.kind() == TokenKind::LeftSquareBracket {
+        header.array = true;
+        next = tokens.next()?;
     }
-
-    fn open_header(&mut self, span: Span, array: bool) {
-        self.in_header = true;
-        self.headers.push(Header {
-            start: span.start(),
-            array,
-            first_key: "",
-            keys: 0,
-        });
-    }
-
-    /// A key written bare, or `None` for a quoted one (which may spell `cron` another way).
-    fn bare_key(
-        &self,
-        span: Span,
-        encoding: Option<toml_parser::decoder::Encoding>,
-    ) -> Option<&'t str> {
-        match encoding {
-            None => self.text.get(span.start()..span.end()),
-            Some(_) => None,
-        }
-    }
-}
-
-impl EventReceiver for Scan<'_> {
-    fn std_table_open(&mut self, span: Span, _error: &mut dyn ErrorSink) {
-        self.open_header(span, false);
-    }
-    fn std_table_close(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.in_header = false;
-    }
-    fn array_table_open(&mut self, span: Span, _error: &mut dyn ErrorSink) {
-        self.open_header(span, true);
-    }
-    fn array_table_close(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.in_header = false;
-    }
-    fn inline_table_open(&mut self, _span: Span, _error: &mut dyn ErrorSink) -> bool {
-        self.depth += 1;
-        true
-    }
-    fn inline_table_close(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.depth = self.depth.saturating_sub(1);
-    }
-    fn array_open(&mut self, _span: Span, _error: &mut dyn ErrorSink) -> bool {
-        self.depth += 1;
-        true
-    }
-    fn array_close(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.depth = self.depth.saturating_sub(1);
-    }
-    fn simple_key(
-        &mut self,
-        span: Span,
-        encoding: Option<toml_parser::decoder::Encoding>,
-        _error: &mut dyn ErrorSink,
-    ) {
-        let key = self.bare_key(span, encoding);
-        if self.in_header {
-            match (key, self.headers.last_mut()) {
-                (Some(key), Some(header)) => {
-                    if header.keys == 0 {
-                        header.first_key = key;
-                    }
-                    header.keys += 1;
+    loop {
+        match next.kind() {
+            TokenKind::Whitespace | TokenKind::Dot => {}
+            TokenKind::Atom => {
+                if header.keys == 0 {
+                    header.first_key = span_text(text, next.span())?;
                 }
-                _ => self.unsure = true,
+                header.keys += 1;
             }
-        } else if self.headers.is_empty() && self.depth == 0 && self.line_start {
-            self.line_start = false;
-            if key.is_none_or(|key| key == "cron") {
-                self.unsure = true;
-            }
+            TokenKind::RightSquareBracket => break,
+            _ => return None,
         }
+        next = tokens.next()?;
     }
-    fn key_val_sep(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.line_start = false;
+    if header.array && tokens.next()?.kind() != TokenKind::RightSquareBracket {
+        return None;
     }
-    fn newline(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        if self.depth == 0 {
-            self.line_start = true;
-        }
-    }
-    fn error(&mut self, _span: Span, _error: &mut dyn ErrorSink) {
-        self.unsure = true;
-    }
+    Some(header)
+}
+
+fn span_text(text: &str, span: Span) -> Option<&str> {
+    text.get(span.start()..span.end())
 }
 
 #[cfg(test)]
@@ -270,7 +229,7 @@ mod tests {
             ));
             match i % 5 {
                 0 => text.push_str("tz = \"Europe/Paris\"\ntext = 'plain'\nmissed = \"all\"\n"),
-                1 => text.push_str(&format!("[cron.action]\ntool = \"notify_owner\"\n[cron.action.args]\ntext = \"job {i}\"\n")),
+                1 => text.push_str(&format!("[cron.action]\ntool = \"notify_owner\"\n[cron.action.args]\ntext = \"job {i}\"\nm = [\n[1, 2],\n  [3],\n]\n")),
                 2 => text.push_str("text = \"\"\"\n[[cron]]\n[http]\nname = \"not a job\"\n\"\"\"\nurgency = \"queue\"\n"),
                 3 => text.push_str("action = { tool = \"notify_owner\", args = { n = [1, 2,\n 3] } }\n"),
                 _ => text.push_str("text = \"x\"\nenabled = false\nmax_lateness_secs = 60\n"),
