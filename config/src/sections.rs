@@ -345,4 +345,81 @@ mod tests {
             );
         }
     }
+
+    /// Text that could make the sections mean something else than the whole file, written
+    /// at random places in a file of many jobs: whatever comes of it — a config or an error —
+    /// is what reading the file whole gives.
+    #[test]
+    fn anything_written_anywhere_reads_as_the_whole_file_reads() {
+        const SNIPPETS: &[&str] = &[
+            "[[cron]]\n",
+            "[cron]\n",
+            "[cron.action]\n",
+            "[[cron.x]]\n",
+            "[http]\n",
+            "[ cron ]\n",
+            "[[ cron ]] # c\n",
+            "[[\"cron\"]]\n",
+            "['cron'.action]\n",
+            "cron = []\n",
+            "cron.x = 1\n",
+            "\"cron\" = 1\n",
+            "a = [\n",
+            "]\n",
+            "]]\n",
+            "}\n",
+            "b = {\n",
+            "\"\"\"\n",
+            "'''\n",
+            "x = \"\"\"\n[[cron]]\n\"\"\"\n",
+            "# [[cron]]\n",
+            "\n",
+            "name = \"dup\"\n",
+            "text = \"t\"\n",
+            "schedule = \"0 9 * * *\"\n",
+            "[[webhook.routes]]\n",
+            "[[cron]\n",
+            "[cron]]\n",
+            "= 1\n",
+            "[a.cron]\n",
+            "[[cron]]\nname = \"extra\"\nschedule = \"0 9 * * *\"\ntext = \"e\"\n",
+        ];
+        // What a user may well write between the jobs: the file stays valid.
+        const HARMLESS: &[&str] = &[
+            "# [[cron]]\n",
+            "\n",
+            "  # [cron]\n",
+            "[http]\nlisten = \"127.0.0.1:0\"\n",
+            "[[webhook.routes]]\nname = \"r\"\nauth = \"github\"\nsecret_env = \"R\"\n",
+        ];
+        let many = jobs_file(MIN_TABLES + 4);
+        let lines: Vec<&str> = many.split_inclusive('\n').collect();
+        let mut seed: u64 = 0x5eed;
+        let mut next = |bound: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % bound
+        };
+        let (mut sectioned, mut refused) = (0, 0);
+        for _ in 0..150 {
+            let mut edited = lines.clone();
+            for _ in 0..1 + next(3) {
+                let at = next(edited.len() + 1);
+                let snippets = if next(2) == 0 { SNIPPETS } else { HARMLESS };
+                edited.insert(at, snippets[next(snippets.len())]);
+            }
+            let text = edited.concat();
+            let read = Config::from_toml(&text, None).map_err(|e| e.to_string());
+            assert_eq!(read, whole(&text), "in:\n{text}");
+            match read {
+                Ok(_) => sectioned += usize::from(parse(&text).is_some()),
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            sectioned > 20 && refused > 20,
+            "{sectioned} read in sections, {refused} errors"
+        );
+    }
 }
