@@ -37,6 +37,9 @@ pub(crate) const MIN_TABLES: usize = 512;
 /// Jobs read as one document at a time.
 pub(crate) const TABLES_PER_BATCH: usize = 256;
 
+/// Threads that read job tables at most.
+const MAX_THREADS: usize = 4;
+
 /// The file's values read section by section, or `None` when it must be read whole (see the
 /// module docs).
 pub(crate) fn parse(text: &str) -> Option<RawConfig> {
@@ -45,12 +48,54 @@ pub(crate) fn parse(text: &str) -> Option<RawConfig> {
         return None;
     }
     let mut raw = RawConfig::deserialize(toml::Deserializer::parse(&layout.rest).ok()?).ok()?;
-    for batch in layout.jobs.chunks(TABLES_PER_BATCH) {
-        let batch_text = joined(text, batch)?;
-        let jobs = JobsOnly::deserialize(toml::Deserializer::parse(&batch_text).ok()?).ok()?;
-        raw.cron.extend(jobs.cron);
-    }
+    raw.cron = read_jobs_on_every_core(text, &layout.jobs)?;
     Some(raw)
+}
+
+/// The job tables read on as many threads as the machine has cores (at most
+/// [`MAX_THREADS`]), each a run of consecutive batches, and put back in the file's order.
+/// The batches share nothing, and the start has nothing else to do on the other cores while
+/// it reads the file. A thread that cannot be started leaves its part to this one.
+fn read_jobs_on_every_core(text: &str, tables: &[Range<usize>]) -> Option<Vec<RawCronJob>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_THREADS);
+    let batches = tables.len().div_ceil(TABLES_PER_BATCH);
+    let per_thread = batches.div_ceil(threads.max(1)) * TABLES_PER_BATCH;
+    if per_thread >= tables.len() {
+        return read_jobs(text, tables);
+    }
+    std::thread::scope(|scope| {
+        let mut parts = tables.chunks(per_thread);
+        let first = parts.next()?;
+        let others: Vec<_> = parts
+            .map(|part| {
+                std::thread::Builder::new()
+                    .name("config-read".into())
+                    .spawn_scoped(scope, move || read_jobs(text, part))
+                    .map_err(|_| part)
+            })
+            .collect();
+        let mut jobs = read_jobs(text, first)?;
+        for other in others {
+            jobs.extend(match other {
+                Ok(thread) => thread.join().ok()??,
+                Err(part) => read_jobs(text, part)?,
+            });
+        }
+        Some(jobs)
+    })
+}
+
+/// Job tables read one batch at a time.
+fn read_jobs(text: &str, tables: &[Range<usize>]) -> Option<Vec<RawCronJob>> {
+    let mut jobs = Vec::with_capacity(tables.len());
+    for batch in tables.chunks(TABLES_PER_BATCH) {
+        let batch_text = joined(text, batch)?;
+        let read = JobsOnly::deserialize(toml::Deserializer::parse(&batch_text).ok()?).ok()?;
+        jobs.extend(read.cron);
+    }
+    Some(jobs)
 }
 
 #[derive(Deserialize)]
