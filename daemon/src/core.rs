@@ -496,7 +496,7 @@ impl Core {
         let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
         let (config_jobs, settled) = PendingConfigJobs::new(cron_specs(config)?);
         let scheduler = Scheduler {
-            jobs: JobStore::new(store.cron_tree()?),
+            jobs: JobStore::open(&store)?,
             submitter: submitter.clone(),
             changed: Arc::default(),
             default_zone: owner_zone_name(config),

@@ -1,5 +1,5 @@
 //! Scheduled jobs through the real daemon and real time: occurrences become events exactly
-//! once across `kill -9`, missed runs follow each job's policy, one-shot jobs go away.
+//! once across `kill -9`, missed runs follow each job's policy, one-shot jobs fire once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -127,15 +127,31 @@ async fn missed_runs_follow_each_jobs_policy() {
     );
 }
 
+/// A one-shot job in the config file fires once — not again after a restart, which reads
+/// the same `at +1s` — and stays listed with nothing left to run; one made at run time is
+/// gone once it fired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_job_fires_once_and_is_gone() {
-    let daemon = TestDaemon::start_with(&job("reminder", "at +1s", ""));
+    let mut daemon = TestDaemon::start_with(&job("reminder", "at +1s", ""));
+    cron_add(&daemon, "soon", "at +1s", "soon");
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let rows = occurrences(&daemon, "reminder").await;
     assert_eq!(rows.len(), 1, "{rows:#?}");
     assert_eq!(rows[0].text, "reminder fired");
+    assert_eq!(occurrences(&daemon, "soon").await.len(), 1);
     let status = stdout(&daemon.cli(&["status"]));
     assert!(status.contains("timer"), "{status}");
+
+    assert!(daemon.terminate().success());
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let daemon = TestDaemon::start_in(dir);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let rows = occurrences(&daemon, "reminder").await;
+    assert_eq!(rows.len(), 1, "fired again after the restart: {rows:#?}");
+    let listed = jobs(&daemon);
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(listed[0]["name"], "reminder");
+    assert!(listed[0]["next_run"].is_null(), "{listed:#?}");
 }
 
 #[test]
@@ -167,6 +183,12 @@ fn a_bad_schedule_or_zone_is_a_config_error() {
     }
 }
 
+/// Adds a runtime job with `steward cron add`, which must succeed.
+fn cron_add(daemon: &TestDaemon, name: &str, schedule: &str, text: &str) {
+    let output = daemon.cli(&["cron", "add", name, "--schedule", schedule, "--text", text]);
+    assert!(output.status.success(), "{output:?}");
+}
+
 fn jobs(daemon: &TestDaemon) -> Vec<serde_json::Value> {
     let output = daemon.cli(&["cron", "list", "--json"]);
     assert!(output.status.success(), "{output:?}");
@@ -191,16 +213,7 @@ fn a_large_config_s_jobs_are_all_there_for_whoever_asks_right_after_ready() {
         })
         .collect();
     let daemon = TestDaemon::start_with(&config);
-    let made = daemon.cli(&[
-        "cron",
-        "add",
-        "early",
-        "--schedule",
-        "0 6 * * *",
-        "--text",
-        "early",
-    ]);
-    assert!(made.status.success(), "{made:?}");
+    cron_add(&daemon, "early", "0 6 * * *", "early");
     let listed = jobs(&daemon);
     assert_eq!(
         listed.len(),
@@ -225,16 +238,7 @@ async fn jobs_are_managed_from_the_cli_and_by_tools_and_persist() {
     let args = r#"{"name":"standup","schedule":"30 9 * * 1-5","tz":"Europe/Berlin","text":"standup in 5 minutes"}"#;
     let output = daemon.cli(&["tools", "call", "cron_create", "--args", args, "--json"]);
     assert!(output.status.success(), "{output:?}");
-    let output = daemon.cli(&[
-        "cron",
-        "add",
-        "soon",
-        "--schedule",
-        "at +1s",
-        "--text",
-        "one-shot",
-    ]);
-    assert!(output.status.success(), "{output:?}");
+    cron_add(&daemon, "soon", "at +1s", "one-shot");
     let bad = daemon.cli(&[
         "cron",
         "add",

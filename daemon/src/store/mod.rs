@@ -211,9 +211,14 @@ impl Store {
         Ok(self.db.open_tree("watches")?)
     }
 
-    /// The tree of scheduled jobs (the timer channel).
+    /// The tree of scheduled jobs made at run time (the timer channel).
     pub fn cron_tree(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree("cron_jobs")?)
+    }
+
+    /// The tree of the config file's jobs' progress (the timer channel).
+    pub fn cron_config_tree(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree("cron_config")?)
     }
 
     /// The tree of the memory tools' notes.

@@ -1,10 +1,11 @@
-//! The config file's `[[cron]]` jobs reach the store after READY, not before it.
+//! The config file's `[[cron]]` jobs are reconciled with the store after READY, not before it.
 //!
 //! Checking them stays before READY: every schedule and zone is parsed while the daemon
 //! starts, and a bad one still stops it with exit 78 naming `cron[i].schedule` or
-//! `cron[i].tz`. Writing them is what a large file made slow — 10,000 jobs were ~100 ms of
-//! sled inserts on a first start and ~80 ms of reading and comparing on every restart — and
-//! nothing needs them in the store before the timer runs. So the checked jobs are kept as
+//! `cron[i].tz`. Reconciling them with the store (`super::file_jobs`: each job's moment
+//! read from the baseline, the jobs laid out in memory, the baseline written when it
+//! changed) is work nothing needs before the timer runs — when each job was a record of its
+//! own, 10,000 were ~100 ms of sled inserts on a first start. So the checked jobs are kept as
 //! [`PendingConfigJobs`] and reconciled on a blocking thread once READY=1 is sent (as MCP
 //! servers finish their start after it); the timer, `steward cron …`, the `cron_*` tools and a
 //! reload wait on [`JobsSettled`] first, so none of them sees the store half-reconciled. A
@@ -101,7 +102,7 @@ mod tests {
         );
         let (pending, settled) = PendingConfigJobs::new(vec![spec("a"), spec("b")]);
         let scheduler = super::super::control::Scheduler {
-            jobs: JobStore::new(store.cron_tree().unwrap()),
+            jobs: JobStore::open(&store).unwrap(),
             submitter: crate::channels::Submitter::new(inbox, Vec::new()),
             changed: Default::default(),
             default_zone: "UTC".into(),

@@ -1,17 +1,15 @@
-//! Scheduled jobs as the store keeps them (tree `cron_jobs`, one record per job name):
-//! their definition, where they came from, and their cursor — the last occurrence that was
-//! claimed (run or recorded missed). Config jobs are reconciled with the file on start:
-//! changed ones are updated (their cursor kept), removed ones deleted; jobs made at run time
-//! are never touched by it.
+//! Scheduled jobs: their definition, where they came from, and their cursor — the last
+//! occurrence that was claimed (run or recorded missed). Jobs made at run time are kept
+//! whole in the tree `cron_jobs`, one record per job name, and never touched by the
+//! config's reconciliation; the config file's jobs are the file's, held in memory with only
+//! their progress in the store ([`super::file_jobs`]). [`JobStore`] is both behind one face.
 //!
 //! A record leaves out what it need not repeat: the name (it is the record's key), the
 //! cursor while it is still the moment the job was made, the origin when it is the config
-//! file, and the fields that hold their usual value (urgency `parallel`, missed `once`, an
-//! hour of lateness, enabled, not paused, no outcome yet). sled keeps the records it has read
-//! or written in its cache, and 10,000 jobs from a config file filled it with 2.6 MB of them
-//! at 263 bytes each (by a massif snapshot of a running daemon); a config job that has not
-//! run yet is now ~110 bytes. Records written with every field still read; a daemon from
-//! before this format cannot read the shorter records (it finds no name and no cursor).
+//! file (records an earlier daemon wrote for config jobs), and the fields that hold their
+//! usual value (urgency `parallel`, missed `once`, an hour of lateness, enabled, not paused,
+//! no outcome yet). Records written with every field still read; a daemon from before this
+//! format cannot read the shorter records (it finds no name and no cursor).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,6 +18,7 @@ use steward_events::{ScheduledAction, Urgency};
 
 use steward_protocol::{MissedPolicy, Origin};
 
+use super::file_jobs::ConfigJobs;
 use super::schedule::{Schedule, ScheduleError, parse_schedule, parse_zone};
 use crate::store::StoreError;
 
@@ -95,7 +94,7 @@ struct RecordIn {
 }
 
 impl Job {
-    fn encode(&self) -> Result<sled::IVec, StoreError> {
+    pub(super) fn encode(&self) -> Result<sled::IVec, StoreError> {
         crate::store::encode(&RecordOut {
             spec: &self.spec,
             origin: self.origin,
@@ -245,94 +244,96 @@ pub fn action_text(job: &str, action: &ScheduledAction) -> String {
     format!("scheduled job {job}: {} {}", action.tool, action.args)
 }
 
+/// Every job, wherever it is kept: runtime jobs as full records in the tree `cron_jobs`,
+/// the config file's in [`ConfigJobs`] (definitions in memory, progress in the store).
+/// Names are unique across both: reconciling gives the file a name a runtime job had.
 #[derive(Clone, Debug)]
 pub struct JobStore {
-    tree: sled::Tree,
+    runtime: sled::Tree,
+    config: ConfigJobs,
 }
 
-/// Jobs written to the store per batch while reconciling (measured: 32 to 1,024 alike).
-const RECONCILE_CHUNK: usize = 256;
-
 impl JobStore {
-    pub fn new(tree: sled::Tree) -> Self {
-        Self { tree }
+    /// The store's jobs; the config file's appear once [`JobStore::reconcile`] gave them.
+    pub fn open(store: &crate::store::Store) -> Result<Self, StoreError> {
+        Ok(Self {
+            runtime: store.cron_tree()?,
+            config: ConfigJobs::new(store.cron_config_tree()?),
+        })
     }
 
+    /// Every job, by name.
     pub fn all(&self) -> Result<Vec<Job>, StoreError> {
-        self.iter().collect()
+        let mut all = self.iter().collect::<Result<Vec<_>, _>>()?;
+        all.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        Ok(all)
     }
 
-    /// Every job, one at a time (thousands of jobs need not all be in memory at once).
+    /// Every job, one at a time (thousands of jobs need not all be in memory at once): the
+    /// config file's, then the runtime ones.
     pub fn iter(&self) -> impl Iterator<Item = Result<Job, StoreError>> + '_ {
-        self.tree.iter().map(|record| {
+        self.config.iter().chain(self.runtime_jobs())
+    }
+
+    fn runtime_jobs(&self) -> impl Iterator<Item = Result<Job, StoreError>> + '_ {
+        self.runtime.iter().map(|record| {
             let (key, bytes) = record?;
             Job::decode(&key, &bytes)
         })
     }
 
     pub fn get(&self, name: &str) -> Result<Option<Job>, StoreError> {
-        match self.tree.get(name)? {
+        if let Some(job) = self.config.get(name)? {
+            return Ok(Some(job));
+        }
+        match self.runtime.get(name)? {
             Some(bytes) => Ok(Some(Job::decode(name.as_bytes(), &bytes)?)),
             None => Ok(None),
         }
     }
 
+    /// Saves the job: a runtime job whole, a config job's progress (nothing when the file
+    /// no longer has it).
     pub fn put(&self, job: &Job) -> Result<(), StoreError> {
-        self.tree.insert(job.spec.name.as_bytes(), job.encode()?)?;
+        match job.origin {
+            Origin::Config => {
+                self.config.save(job)?;
+            }
+            Origin::Runtime => {
+                self.runtime
+                    .insert(job.spec.name.as_bytes(), job.encode()?)?;
+            }
+        }
         Ok(())
     }
 
+    /// Removes a runtime job; a config job is the file's to remove.
     pub fn remove(&self, name: &str) -> Result<bool, StoreError> {
-        Ok(self.tree.remove(name)?.is_some())
+        Ok(self.runtime.remove(name)?.is_some())
     }
 
-    /// Brings the config jobs in line with the file (see the module docs). A job whose
-    /// schedule changed starts counting afresh from now; one that only changed elsewhere
-    /// keeps its cursor. The changes are written in batches of [`RECONCILE_CHUNK`]: one
-    /// write per job made 10,000 jobs from a new config slow to start, and one batch for all
-    /// made sled keep every intermediate version of its nodes until the batch ended (60 MB
-    /// at 10,000 jobs). A crash part-way leaves some jobs written, and the next start
-    /// writes the rest.
+    /// Makes `specs` the config file's jobs (see [`super::file_jobs`]): records in
+    /// `cron_jobs` that are the file's — written there by an earlier daemon, or a runtime
+    /// job whose name the file now takes — are carried over and then removed.
     pub fn reconcile(&self, specs: Vec<JobSpec>, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let wanted: std::collections::HashSet<&str> =
-            specs.iter().map(|s| s.name.as_str()).collect();
-        let mut batch = sled::Batch::default();
-        let mut pending = 0;
-        for job in self.iter() {
-            let job = job?;
-            if job.origin == Origin::Config && !wanted.contains(job.spec.name.as_str()) {
-                batch.remove(job.spec.name.as_bytes());
-            }
-        }
-        for spec in specs {
-            let job = match self.get(&spec.name)? {
-                Some(job) if job.spec == spec && job.origin == Origin::Config => continue,
-                Some(mut job) => {
-                    if job.spec.schedule != spec.schedule || job.spec.zone != spec.zone {
-                        job.created_at = now;
-                        job.cursor = now;
-                    }
-                    job.origin = Origin::Config;
-                    job.spec = spec;
-                    job
+        let earlier = {
+            let wanted: std::collections::HashSet<&str> =
+                specs.iter().map(|s| s.name.as_str()).collect();
+            let mut earlier = std::collections::HashMap::new();
+            for job in self.runtime_jobs() {
+                let job = job?;
+                if job.origin == Origin::Config || wanted.contains(job.spec.name.as_str()) {
+                    earlier.insert(job.spec.name.clone(), job);
                 }
-                None => Job {
-                    spec,
-                    origin: Origin::Config,
-                    paused: false,
-                    created_at: now,
-                    cursor: now,
-                    last_outcome: None,
-                },
-            };
-            batch.insert(job.spec.name.as_bytes(), job.encode()?);
-            pending += 1;
-            if pending == RECONCILE_CHUNK {
-                self.tree.apply_batch(std::mem::take(&mut batch))?;
-                pending = 0;
             }
+            earlier
+        };
+        self.config.reconcile(specs, &earlier, now)?;
+        let mut batch = sled::Batch::default();
+        for name in earlier.keys() {
+            batch.remove(name.as_bytes());
         }
-        self.tree.apply_batch(batch)?;
+        self.runtime.apply_batch(batch)?;
         Ok(())
     }
 }
@@ -468,8 +469,11 @@ mod tests {
     fn the_store_gives_back_what_was_put() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::open(dir.path()).unwrap();
-        let jobs = JobStore::new(store.cron_tree().unwrap());
-        let mut made = job(Urgency::Parallel, false, None);
+        let jobs = JobStore::open(&store).unwrap();
+        let mut made = Job {
+            origin: Origin::Runtime,
+            ..job(Urgency::Parallel, false, None)
+        };
         jobs.put(&made).unwrap();
         assert_eq!(jobs.get("job-1234").unwrap(), Some(made.clone()));
         made.cursor = made.created_at + chrono::Duration::days(1);

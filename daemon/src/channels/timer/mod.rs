@@ -22,6 +22,7 @@
 pub mod config_jobs;
 pub mod control;
 pub mod cron;
+pub mod file_jobs;
 pub mod jobs;
 pub mod schedule;
 pub mod tools;
@@ -241,14 +242,16 @@ impl Timer {
     }
 
     /// Saves the job and returns its next occurrence, or removes it when its schedule has
-    /// nothing left (a past `at`).
+    /// nothing left (a past `at`) and it was made at run time. A config file's job stays,
+    /// its cursor past its last occurrence: the file still names it, and removed it would
+    /// come back on the next start as a new job.
     fn save_or_retire(
         &self,
         job: &Job,
         schedule: &schedule::Schedule,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         let next = schedule.next_after(job.cursor, job.zone());
-        if next.is_none() {
+        if next.is_none() && job.origin == steward_protocol::Origin::Runtime {
             info!(job = %job.spec.name, "the job has no occurrence left; removed");
             self.jobs.jobs.remove(&job.spec.name)?;
         } else {
