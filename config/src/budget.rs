@@ -88,8 +88,10 @@ pub(crate) struct RawRunSettings<'a> {
     pub max_model_calls_per_run: &'a Option<Spanned<u64>>,
 }
 
+/// `prefix` names the job, route or watch in errors; it is made only for one (10,000 jobs
+/// from a file were 10,000 names made for nothing).
 pub(crate) fn run_settings(
-    prefix: &str,
+    prefix: impl Fn() -> String,
     raw: RawRunSettings<'_>,
     profiles: &BTreeMap<String, crate::ModelConfig>,
     at: LineOf<'_>,
@@ -99,7 +101,7 @@ pub(crate) fn run_settings(
         Some(name) if !profiles.contains_key(name.get_ref()) => {
             let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
             return Err(ConfigError::invalid(
-                format!("{prefix}.model"),
+                format!("{}.model", prefix()),
                 at(name.span()),
                 if known.is_empty() {
                     format!("no [models.{}] profile is configured", name.get_ref())
@@ -119,7 +121,7 @@ pub(crate) fn run_settings(
         model,
         max_tokens_per_run: match raw.max_tokens_per_run {
             Some(tokens) => Some(in_range(
-                &format!("{prefix}.max_tokens_per_run"),
+                &format!("{}.max_tokens_per_run", prefix()),
                 tokens,
                 1,
                 u64::from(u32::MAX) * 1000,
@@ -128,7 +130,7 @@ pub(crate) fn run_settings(
         },
         max_model_calls_per_run: match raw.max_model_calls_per_run {
             Some(calls) => Some(in_range(
-                &format!("{prefix}.max_model_calls_per_run"),
+                &format!("{}.max_model_calls_per_run", prefix()),
                 calls,
                 1,
                 10_000,

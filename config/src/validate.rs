@@ -150,7 +150,7 @@ fn resolve_http(
         };
         resolved.push(crate::WebhookRouteConfig {
             run: crate::budget::run_settings(
-                key("").trim_end_matches('.'),
+                || key("").trim_end_matches('.').to_owned(),
                 crate::budget::RawRunSettings {
                     model: &route.model,
                     max_tokens_per_run: &route.max_tokens_per_run,
@@ -251,7 +251,7 @@ fn resolve_watches(
         };
         resolved.push(WatchConfig {
             run: crate::budget::run_settings(
-                key("").trim_end_matches('.'),
+                || key("").trim_end_matches('.').to_owned(),
                 crate::budget::RawRunSettings {
                     model: &watch.model,
                     max_tokens_per_run: &watch.max_tokens_per_run,
@@ -351,7 +351,7 @@ fn resolve_cron_jobs(
         };
         resolved.push(CronJobConfig {
             run: crate::budget::run_settings(
-                key("").trim_end_matches('.'),
+                || key("").trim_end_matches('.').to_owned(),
                 crate::budget::RawRunSettings {
                     model: &job.model,
                     max_tokens_per_run: &job.max_tokens_per_run,

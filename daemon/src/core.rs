@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use steward_config::{
-    Config, ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig, ToolProfile,
+    Config, CronJobConfig, ModelConfig, ModelProvider, PolicyDecisionConfig, PolicyRuleConfig,
+    ToolProfile,
 };
 use steward_tools::budget::{BATCH_BUDGET_BYTES, ResultBudget};
 use steward_tools::confirm::PendingStore;
@@ -29,7 +30,7 @@ use crate::channels::Submitter;
 use crate::channels::context::Shared;
 use crate::channels::timer::config_jobs::PendingConfigJobs;
 use crate::channels::timer::control::Scheduler;
-use crate::channels::timer::jobs::{CheckedSchedules, JobStore};
+use crate::channels::timer::jobs::{JobSpec, JobStore, check_config_jobs, spec_from_config};
 use crate::channels::watch::set::WatchSet;
 use crate::confirmations::Confirmations;
 use crate::dispatcher::{Dispatcher, Lanes, Model, Models, StepRunner, TokenEstimator};
@@ -39,24 +40,22 @@ use crate::status::StatusBoard;
 use crate::store::{Inbox, Store, Trajectory};
 use crate::usage::UsageLedger;
 
-/// The config's `[[cron]]` jobs, checked.
-pub(crate) fn cron_specs(
-    config: &Config,
-) -> Result<Vec<crate::channels::timer::jobs::JobSpec>, ConfigProblem> {
-    let zone = owner_zone_name(config);
-    let mut checked = CheckedSchedules::new(chrono::Utc::now());
-    config
-        .cron
-        .iter()
-        .enumerate()
-        .map(|(i, job)| {
-            crate::channels::timer::jobs::spec_from_config(job, &zone, &mut checked).map_err(
-                |(field, message)| ConfigProblem {
-                    key: format!("cron[{i}].{field}"),
-                    message,
-                },
-            )
-        })
+/// Checks every schedule and zone of the config's `[[cron]]` jobs (see
+/// [`check_config_jobs`]).
+pub(crate) fn check_cron(config: &Config) -> Result<(), ConfigProblem> {
+    check_config_jobs(&config.cron, &owner_zone_name(config), chrono::Utc::now()).map_err(
+        |(i, field, message)| ConfigProblem {
+            key: format!("cron[{i}].{field}"),
+            message,
+        },
+    )
+}
+
+/// The specs of the config's `[[cron]]` jobs, checked by [`check_cron`]; a job that names no
+/// zone is in `zone`, the owner's.
+pub(crate) fn cron_specs(cron: Vec<CronJobConfig>, zone: &str) -> Vec<JobSpec> {
+    cron.into_iter()
+        .map(|job| spec_from_config(job, zone))
         .collect()
 }
 
@@ -494,7 +493,8 @@ impl Core {
         );
         let trajectory = Arc::new(Trajectory::main(&store)?);
         let submitter = Submitter::new(inbox.clone(), config.urgency_rules.clone());
-        let (config_jobs, settled) = PendingConfigJobs::new(cron_specs(config)?);
+        check_cron(config)?;
+        let (config_jobs, settled) = PendingConfigJobs::new();
         let scheduler = Scheduler {
             jobs: JobStore::open(&store)?,
             submitter: submitter.clone(),
@@ -663,7 +663,7 @@ fn pipeline(
 
 /// `owner.timezone`, or the system's zone: where events are dated and the zone of a job
 /// that names none.
-fn owner_zone_name(config: &Config) -> String {
+pub(crate) fn owner_zone_name(config: &Config) -> String {
     config
         .owner
         .timezone

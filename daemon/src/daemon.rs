@@ -62,7 +62,7 @@ impl OpenDataDir {
 
 /// Runs the daemon until a shutdown signal; returns an error for faults that stopped it.
 pub async fn run(
-    config: Config,
+    mut config: Config,
     data: OpenDataDir,
     config_path: Option<PathBuf>,
 ) -> anyhow::Result<()> {
@@ -108,7 +108,11 @@ pub async fn run(
     let status = owner.shared.status.clone();
     notify::ready(&status.summary());
     if let Some(pending) = config_jobs {
-        settle_config_jobs(pending, &owner.scheduler.jobs, &store, &tasks);
+        let specs = ConfigJobSpecs {
+            cron: std::mem::take(&mut config.cron),
+            zone: crate::core::owner_zone_name(&config),
+        };
+        settle_config_jobs(pending, specs, &owner.scheduler.jobs, &store, &tasks);
     }
 
     let shutdown_grace = config.daemon.shutdown_grace;
@@ -328,10 +332,18 @@ async fn release_memory_after_start_and_every_minute(
     }
 }
 
-/// Writes the config's jobs into the store on a blocking thread, after READY (see
-/// `channels::timer::config_jobs`); a failure stops the daemon as a storage fault does.
+/// The config's `[[cron]]` jobs, checked, and the zone of those that name none.
+struct ConfigJobSpecs {
+    cron: Vec<steward_config::CronJobConfig>,
+    zone: String,
+}
+
+/// Makes the config's jobs specs and reconciles them with the store on a blocking thread,
+/// after READY (see `channels::timer::config_jobs`); a failure stops the daemon as a storage
+/// fault does.
 fn settle_config_jobs(
     pending: PendingConfigJobs,
+    specs: ConfigJobSpecs,
     jobs: &JobStore,
     store: &Store,
     tasks: &TaskTracker,
@@ -339,7 +351,8 @@ fn settle_config_jobs(
     let (jobs, store) = (jobs.clone(), store.clone());
     tasks.spawn_blocking(move || {
         let started = tokio::time::Instant::now();
-        match store.watch_fault(pending.settle(&jobs)) {
+        let specs = crate::core::cron_specs(specs.cron, &specs.zone);
+        match store.watch_fault(pending.settle(&jobs, specs)) {
             Ok(count) => info!(
                 jobs = count,
                 ms = started.elapsed().as_millis() as u64,

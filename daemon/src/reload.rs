@@ -26,7 +26,7 @@ use tracing::{error, info};
 
 use crate::channels::timer::control::Scheduler;
 use crate::channels::watch::set::WatchSet;
-use crate::core::{cron_specs, policy_rule};
+use crate::core::{check_cron, cron_specs, policy_rule};
 use crate::notify;
 use crate::owner::OwnerApi;
 use crate::status::{ConfigState, StatusBoard};
@@ -89,9 +89,9 @@ impl Reloader {
     }
 
     /// Checks everything first, then applies; returns the sections that need a restart.
-    async fn apply(&mut self, config: Config) -> anyhow::Result<Vec<String>> {
+    async fn apply(&mut self, mut config: Config) -> anyhow::Result<Vec<String>> {
         crate::core::check_features(&config)?;
-        let specs = cron_specs(&config)?;
+        check_cron(&config)?;
         let http_changed = self.live.http != config.http
             || self.live.webhook_routes != config.webhook_routes
             || self.live.senders != config.senders;
@@ -115,6 +115,8 @@ impl Reloader {
         };
 
         self.scheduler.settled.wait().await?;
+        let zone = crate::core::owner_zone_name(&config);
+        let specs = cron_specs(std::mem::take(&mut config.cron), &zone);
         self.scheduler.jobs.reconcile(specs, chrono::Utc::now())?;
         self.scheduler.changed.notify_one();
         self.watches.reload(&config.watch);

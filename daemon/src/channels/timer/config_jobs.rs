@@ -48,25 +48,25 @@ impl JobsSettled {
     }
 }
 
-/// The config's jobs, checked, waiting to be reconciled into the store.
+/// The config's jobs are checked and waiting to be reconciled into the store.
 #[derive(Debug)]
 pub struct PendingConfigJobs {
-    specs: Vec<JobSpec>,
     done: watch::Sender<bool>,
 }
 
 impl PendingConfigJobs {
-    /// The jobs to write, and what waits for them.
-    pub fn new(specs: Vec<JobSpec>) -> (Self, JobsSettled) {
+    /// The reconciliation to come, and what waits for it.
+    pub fn new() -> (Self, JobsSettled) {
         let (done, settled) = watch::channel(false);
-        (Self { specs, done }, JobsSettled(settled))
+        (Self { done }, JobsSettled(settled))
     }
 
-    /// Reconciles the jobs into `jobs` (blocking: sled writes) and lets the waiters go on;
-    /// returns how many jobs the config has. On an error the waiters get [`NotSettled`].
-    pub fn settle(self, jobs: &JobStore) -> Result<usize, StoreError> {
-        let count = self.specs.len();
-        jobs.reconcile(self.specs, chrono::Utc::now())?;
+    /// Reconciles the config's jobs into `jobs` (blocking: sled writes) and lets the
+    /// waiters go on; returns how many jobs the config has. On an error the waiters get
+    /// [`NotSettled`].
+    pub fn settle(self, jobs: &JobStore, specs: Vec<JobSpec>) -> Result<usize, StoreError> {
+        let count = specs.len();
+        jobs.reconcile(specs, chrono::Utc::now())?;
         self.done.send_replace(true);
         Ok(count)
     }
@@ -100,7 +100,7 @@ mod tests {
         let inbox = std::sync::Arc::new(
             crate::store::Inbox::open(store.clone(), 100, Duration::from_secs(3600)).unwrap(),
         );
-        let (pending, settled) = PendingConfigJobs::new(vec![spec("a"), spec("b")]);
+        let (pending, settled) = PendingConfigJobs::new();
         let scheduler = super::super::control::Scheduler {
             jobs: JobStore::open(&store).unwrap(),
             submitter: crate::channels::Submitter::new(inbox, Vec::new()),
@@ -117,14 +117,19 @@ mod tests {
             !listing.is_finished(),
             "a list was answered before the jobs were written"
         );
-        assert_eq!(pending.settle(&scheduler.jobs).unwrap(), 2);
+        assert_eq!(
+            pending
+                .settle(&scheduler.jobs, vec![spec("a"), spec("b")])
+                .unwrap(),
+            2
+        );
         assert_eq!(listing.await.unwrap(), 2, "the list shows every config job");
         scheduler.settled.wait().await.unwrap();
     }
 
     #[tokio::test]
     async fn waiters_are_told_when_the_jobs_will_never_be_written() {
-        let (pending, settled) = PendingConfigJobs::new(vec![spec("a")]);
+        let (pending, settled) = PendingConfigJobs::new();
         drop(pending);
         assert!(settled.wait().await.is_err());
         JobsSettled::already().wait().await.unwrap();

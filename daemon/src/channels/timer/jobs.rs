@@ -169,74 +169,87 @@ impl Job {
     }
 }
 
-/// The (schedule, zone) pairs found good while one config file is read: a file of
-/// thousands of jobs names far fewer distinct schedules (10,000 daily jobs at most 1,440),
-/// and parsing one with croner is ~5 µs — half the start of such a file, before this.
-#[derive(Debug)]
-pub struct CheckedSchedules {
-    /// Schedules found good, by zone: looked up without copying either name (a copy of both
-    /// per job was ~20,000 allocations for 10,000 jobs).
-    good: std::collections::HashMap<String, std::collections::HashSet<String>>,
-    now: DateTime<Utc>,
-}
+/// Distinct (schedule, zone) pairs from which the check uses a second thread: below it the
+/// parses take less than starting one.
+const CHECK_ON_TWO_THREADS_FROM: usize = 256;
 
-impl CheckedSchedules {
-    pub fn new(now: DateTime<Utc>) -> Self {
-        Self {
-            good: Default::default(),
-            now,
-        }
-    }
+/// A config job that fails the check: its index, the key's last part (`schedule` or `tz`)
+/// and why.
+pub type JobProblem = (usize, &'static str, String);
 
-    /// Checks `schedule` in `zone` unless that pair was found good already; `Err` names the
-    /// key's last part and why.
-    fn check(&mut self, schedule: &str, zone: &str) -> Result<(), (&'static str, String)> {
-        if self
-            .good
-            .get(zone)
-            .is_some_and(|schedules| schedules.contains(schedule))
-        {
-            return Ok(());
-        }
-        let tz = parse_zone(zone).map_err(|e| ("tz", e.to_string()))?;
-        parse_schedule(schedule, self.now, tz).map_err(|e| ("schedule", e.to_string()))?;
-        self.good
-            .entry(zone.to_owned())
-            .or_default()
-            .insert(schedule.to_owned());
-        Ok(())
-    }
-}
-
-/// The spec of a `[[cron]]` entry, checked; `Err` names the key's last part and why.
-pub fn spec_from_config(
-    job: &CronJobConfig,
+/// Checks every config job's schedule and zone (a job that names no zone is in
+/// `system_zone`); `Err` is the first job in the file that fails, as a check of one job
+/// after another would find it. A file of thousands of jobs names far fewer distinct
+/// pairs (10,000 daily jobs at most 1,440), and each is parsed once — with croner ~5 µs
+/// each, the most of the start such a file has besides reading it — on two threads when
+/// there are many (the start has nothing else for the second core meanwhile).
+pub fn check_config_jobs(
+    jobs: &[CronJobConfig],
     system_zone: &str,
-    checked: &mut CheckedSchedules,
-) -> Result<JobSpec, (&'static str, String)> {
-    let zone = job.tz.clone().unwrap_or_else(|| system_zone.to_owned());
-    checked.check(&job.schedule, &zone)?;
-    let (text, action) = match &job.what {
-        CronWhat::Text(text) => (text.clone(), None),
-        CronWhat::Action { tool, args } => {
-            let action = ScheduledAction {
-                tool: tool.clone(),
-                args: args.clone(),
+    now: DateTime<Utc>,
+) -> Result<(), JobProblem> {
+    let mut first_use: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    for (i, job) in jobs.iter().enumerate() {
+        let zone = job.tz.as_deref().unwrap_or(system_zone);
+        first_use.entry((job.schedule.as_str(), zone)).or_insert(i);
+    }
+    let pairs: Vec<((&str, &str), usize)> = first_use.into_iter().collect();
+    let check = |pairs: &[((&str, &str), usize)]| {
+        pairs
+            .iter()
+            .filter_map(|&((schedule, zone), i)| {
+                let tz = match parse_zone(zone) {
+                    Ok(tz) => tz,
+                    Err(e) => return Some((i, "tz", e.to_string())),
+                };
+                let parsed = parse_schedule(schedule, now, tz);
+                parsed.err().map(|e| (i, "schedule", e.to_string()))
+            })
+            .min_by_key(|(i, _, _)| *i)
+    };
+    let first_problem = if pairs.len() < CHECK_ON_TWO_THREADS_FROM {
+        check(&pairs)
+    } else {
+        let (mine, theirs) = pairs.split_at(pairs.len() / 2);
+        std::thread::scope(|scope| {
+            let other = std::thread::Builder::new()
+                .name("config-check".into())
+                .spawn_scoped(scope, || check(theirs));
+            let found = check(mine);
+            // A thread that cannot be started leaves its part to this one.
+            let other = match other {
+                Ok(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => check(theirs),
             };
+            found.into_iter().chain(other).min_by_key(|(i, _, _)| *i)
+        })
+    };
+    first_problem.map_or(Ok(()), Err)
+}
+
+/// The spec of a checked `[[cron]]` entry (see [`check_config_jobs`]); a job that names no
+/// zone is in `system_zone`.
+pub fn spec_from_config(job: CronJobConfig, system_zone: &str) -> JobSpec {
+    let (text, action) = match job.what {
+        CronWhat::Text(text) => (text, None),
+        CronWhat::Action { tool, args } => {
+            let action = ScheduledAction { tool, args };
             (action_text(&job.name, &action), Some(action))
         }
     };
-    Ok(JobSpec {
-        name: job.name.clone(),
-        schedule: job.schedule.clone(),
-        zone,
+    JobSpec {
+        name: job.name,
+        schedule: job.schedule,
+        zone: job.tz.unwrap_or_else(|| system_zone.to_owned()),
         text,
         action,
         urgency: job.urgency,
         missed: MissedPolicy::parse(&job.missed).unwrap_or_default(),
         max_lateness_secs: job.max_lateness.as_secs(),
         enabled: job.enabled,
-    })
+    }
 }
 
 /// How an action job's occurrence reads in the trajectory.
@@ -461,6 +474,63 @@ mod tests {
             Job::decode(&[0xff, 0xfe], &stored),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    fn config_job(name: &str, schedule: &str, tz: Option<&str>) -> CronJobConfig {
+        CronJobConfig {
+            name: name.into(),
+            schedule: schedule.into(),
+            tz: tz.map(str::to_owned),
+            what: CronWhat::Text(format!("{name} runs")),
+            urgency: Urgency::Parallel,
+            missed: "once".into(),
+            max_lateness: std::time::Duration::from_secs(DEFAULT_MAX_LATENESS_SECS),
+            enabled: true,
+            run: Default::default(),
+        }
+    }
+
+    /// The check names the first job in the file that fails, whichever thread parsed it,
+    /// for a file of few distinct schedules (one thread) and for one of many (two).
+    #[test]
+    fn the_check_names_the_first_job_that_fails() {
+        let now = Utc::now();
+        for count in [40, 1_000] {
+            let mut jobs: Vec<CronJobConfig> = (0..count)
+                .map(|i| {
+                    config_job(
+                        &format!("job-{i}"),
+                        &format!("{} {} {} * *", i % 60, i % 24, i % 28 + 1),
+                        None,
+                    )
+                })
+                .collect();
+            assert_eq!(check_config_jobs(&jobs, "UTC", now), Ok(()));
+            let distinct: std::collections::HashSet<&str> =
+                jobs.iter().map(|j| j.schedule.as_str()).collect();
+            assert_eq!(
+                distinct.len() >= CHECK_ON_TWO_THREADS_FROM,
+                count > 100,
+                "{count} jobs"
+            );
+            let late = count - 3;
+            let early = count / 4;
+            jobs[late].schedule = "61 * * * *".into();
+            jobs[early].tz = Some("Mars/Olympus".into());
+            // A job that uses the failing pair again, later, is not the one named.
+            jobs[count - 1] = config_job("again", "61 * * * *", None);
+            let (i, field, why) = check_config_jobs(&jobs, "UTC", now).unwrap_err();
+            assert_eq!((i, field), (early, "tz"), "{why}");
+            jobs[early].tz = None;
+            let (i, field, why) = check_config_jobs(&jobs, "UTC", now).unwrap_err();
+            assert_eq!((i, field), (late, "schedule"), "{why}");
+            assert_eq!(
+                check_config_jobs(&jobs[..late], "Nowhere/Nothing", now)
+                    .unwrap_err()
+                    .1,
+                "tz"
+            );
+        }
     }
 
     /// What the timer and `steward cron` rely on: a job put, moved and read back through
