@@ -65,13 +65,13 @@ impl Progress {
     }
 }
 
-/// From which moment each config job counts, grouped by (moment, schedule, zone).
-#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+/// From which moment each config job counts, grouped by (moment, schedule, zone), as read.
+#[derive(Debug, Default, Deserialize)]
 struct Baseline {
     groups: Vec<BaselineGroup>,
 }
 
-#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 struct BaselineGroup {
     since: DateTime<Utc>,
     schedule: String,
@@ -94,23 +94,41 @@ impl Baseline {
             })
             .collect()
     }
+}
 
-    fn of(jobs: &[(JobSpec, DateTime<Utc>)]) -> Self {
-        let mut groups: std::collections::BTreeMap<(DateTime<Utc>, &str, &str), Vec<String>> =
+/// A [`Baseline`] as it is written, borrowing the specs' names.
+#[derive(Serialize)]
+struct BaselineOut<'a> {
+    groups: Vec<BaselineGroupOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct BaselineGroupOut<'a> {
+    since: DateTime<Utc>,
+    schedule: &'a str,
+    zone: &'a str,
+    names: Vec<&'a str>,
+}
+
+impl<'a> BaselineOut<'a> {
+    /// The baseline of `specs`, each counting from its moment in `sinces`; the same jobs
+    /// give the same bytes (groups and names in order).
+    fn of(specs: &'a [JobSpec], sinces: &[DateTime<Utc>]) -> Self {
+        let mut groups: std::collections::BTreeMap<(DateTime<Utc>, &str, &str), Vec<&str>> =
             Default::default();
-        for (spec, since) in jobs {
+        for (spec, since) in specs.iter().zip(sinces) {
             groups
                 .entry((*since, &spec.schedule, &spec.zone))
                 .or_default()
-                .push(spec.name.clone());
+                .push(&spec.name);
         }
         Self {
             groups: groups
                 .into_iter()
-                .map(|((since, schedule, zone), names)| BaselineGroup {
+                .map(|((since, schedule, zone), names)| BaselineGroupOut {
                     since,
-                    schedule: schedule.to_owned(),
-                    zone: zone.to_owned(),
+                    schedule,
+                    zone,
                     names,
                 })
                 .collect(),
@@ -136,17 +154,17 @@ struct FileJobs {
 }
 
 impl FileJobs {
-    /// `jobs` sorted by name.
-    fn new(jobs: &[(JobSpec, DateTime<Utc>)]) -> Result<Self, StoreError> {
+    /// `specs` sorted by name, each counting from its moment in `sinces`.
+    fn new(specs: &[JobSpec], sinces: &[DateTime<Utc>]) -> Result<Self, StoreError> {
         let mut bytes = Vec::new();
-        let mut entries = Vec::with_capacity(jobs.len());
+        let mut entries = Vec::with_capacity(specs.len());
         let offset = |bytes: &Vec<u8>| {
             u32::try_from(bytes.len()).map_err(|_| StoreError::Corrupt {
                 tree: TREE,
                 reason: "the config file's jobs exceed 4 GB".into(),
             })
         };
-        for (spec, since) in jobs {
+        for (spec, since) in specs.iter().zip(sinces) {
             let start = offset(&bytes)?;
             bytes.extend_from_slice(spec.name.as_bytes());
             let name_end = offset(&bytes)?;
@@ -278,48 +296,52 @@ impl ConfigJobs {
         earlier: &HashMap<String, Job>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let old: Baseline = match self.tree.get(BASELINE_KEY)? {
-            Some(bytes) => crate::store::decode(TREE, &bytes)?,
+        let stored_baseline = self.tree.get(BASELINE_KEY)?;
+        let old: Baseline = match &stored_baseline {
+            Some(bytes) => crate::store::decode(TREE, bytes)?,
             None => Baseline::default(),
         };
         let counted = old.by_name();
         specs.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         let mut batch = sled::Batch::default();
-        let mut jobs = Vec::with_capacity(specs.len());
-        for spec in specs {
+        let mut sinces = Vec::with_capacity(specs.len());
+        for spec in &specs {
             let same = |schedule: &str, zone: &str| schedule == spec.schedule && zone == spec.zone;
-            let since = match (counted.get(spec.name.as_str()), earlier.get(&spec.name)) {
-                (Some((since, schedule, zone)), _) if same(schedule, zone) => *since,
-                (None, Some(job)) if same(&job.spec.schedule, &job.spec.zone) => {
-                    let progress = Progress::of(job);
-                    if progress == Progress::default() {
-                        batch.remove(spec.name.as_bytes());
-                    } else {
-                        batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
+            sinces.push(
+                match (counted.get(spec.name.as_str()), earlier.get(&spec.name)) {
+                    (Some((since, schedule, zone)), _) if same(schedule, zone) => *since,
+                    (None, Some(job)) if same(&job.spec.schedule, &job.spec.zone) => {
+                        let progress = Progress::of(job);
+                        if progress == Progress::default() {
+                            batch.remove(spec.name.as_bytes());
+                        } else {
+                            batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
+                        }
+                        job.created_at
                     }
-                    job.created_at
-                }
-                (_, earlier) => {
-                    // Counting afresh: a cursor of the old schedule means nothing now; being
-                    // paused and the last outcome stay.
-                    let stored = self.tree.get(spec.name.as_bytes())?;
-                    let mut progress = match (&stored, earlier) {
-                        (Some(bytes), _) => crate::store::decode(TREE, bytes)?,
-                        (None, Some(job)) => Progress::of(job),
-                        (None, None) => Progress::default(),
-                    };
-                    progress.cursor = None;
-                    if progress != Progress::default() {
-                        batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
-                    } else if stored.is_some() {
-                        batch.remove(spec.name.as_bytes());
+                    (_, earlier) => {
+                        // Counting afresh: a cursor of the old schedule means nothing now; being
+                        // paused and the last outcome stay.
+                        let stored = self.tree.get(spec.name.as_bytes())?;
+                        let mut progress = match (&stored, earlier) {
+                            (Some(bytes), _) => crate::store::decode(TREE, bytes)?,
+                            (None, Some(job)) => Progress::of(job),
+                            (None, None) => Progress::default(),
+                        };
+                        progress.cursor = None;
+                        if progress != Progress::default() {
+                            batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
+                        } else if stored.is_some() {
+                            batch.remove(spec.name.as_bytes());
+                        }
+                        now
                     }
-                    now
-                }
-            };
-            jobs.push((spec, since));
+                },
+            );
         }
-        let kept = FileJobs::new(&jobs)?;
+        drop(counted);
+        drop(old);
+        let kept = FileJobs::new(&specs, &sinces)?;
         for key in self.tree.iter().keys() {
             let key = key?;
             if &*key != BASELINE_KEY
@@ -328,10 +350,9 @@ impl ConfigJobs {
                 batch.remove(key);
             }
         }
-        let baseline = Baseline::of(&jobs);
-        drop(jobs);
-        if baseline != old {
-            batch.insert(BASELINE_KEY, crate::store::encode(&baseline)?);
+        let baseline = crate::store::encode(&BaselineOut::of(&specs, &sinces))?;
+        if stored_baseline.as_ref() != Some(&baseline) {
+            batch.insert(BASELINE_KEY, baseline);
         }
         self.tree.apply_batch(batch)?;
         *self
