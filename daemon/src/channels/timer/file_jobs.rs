@@ -246,10 +246,6 @@ impl ConfigJobs {
         }
     }
 
-    pub fn contains(&self, name: &str) -> bool {
-        self.current().find(name).is_some()
-    }
-
     pub fn get(&self, name: &str) -> Result<Option<Job>, StoreError> {
         let jobs = self.current();
         let Some(entry) = jobs.find(name) else {
@@ -273,7 +269,13 @@ impl ConfigJobs {
     /// Saves what `job` has done; `false` when the file no longer has it (a reload took it
     /// away meanwhile), and nothing is written.
     pub fn save(&self, job: &Job) -> Result<bool, StoreError> {
-        if !self.contains(&job.spec.name) {
+        // Held while writing: a reconciliation that drops the job waits for this write and
+        // then removes its record, rather than this write coming after its removal.
+        let jobs = self
+            .jobs
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if jobs.find(&job.spec.name).is_none() {
             return Ok(false);
         }
         let progress = Progress::of(job);
@@ -354,11 +356,12 @@ impl ConfigJobs {
         if stored_baseline.as_ref() != Some(&baseline) {
             batch.insert(BASELINE_KEY, baseline);
         }
-        self.tree.apply_batch(batch)?;
-        *self
+        let mut jobs = self
             .jobs
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(kept);
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.tree.apply_batch(batch)?;
+        *jobs = Arc::new(kept);
         Ok(())
     }
 }
