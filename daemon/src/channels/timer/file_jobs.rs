@@ -7,7 +7,7 @@
 //! buffers, and the fragments the writing left in glibc's arenas — against a target of
 //! +5 MB for the whole file. Now:
 //!
-//! - The definitions live in one [`FileJobs`]: every job's name and its spec (encoded as the
+//! - The definitions live in one `FileJobs`: every job's name and its spec (encoded as the
 //!   store encoded it, without the name) in one buffer, with an index sorted by name — two
 //!   allocations for the whole file, read back on demand like a record.
 //! - What the file cannot say is in the store's tree `cron_config`: one **baseline** record,

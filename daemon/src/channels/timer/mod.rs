@@ -10,7 +10,8 @@
 //!   policy and lateness bound ([`schedule::catch_up`]); the ones that do not run are
 //!   recorded as `missed` events. At most `MAX_CATCH_UP` per job are looked at; beyond
 //!   that one more `missed` event says how many were skipped.
-//! - `at` jobs are removed once their occurrence is claimed.
+//! - `at` jobs made at run time are removed once their occurrence is claimed; the config
+//!   file's stay, with nothing left to run (`save_or_retire`).
 //! - Events: source `timer`, channel `cron:NAME`, payload `scheduled` with the instant, the
 //!   job's urgency (default `parallel`); `action` jobs run their tool call through the
 //!   pipeline without the model.
