@@ -25,6 +25,8 @@
 //!   moment and progress are kept when the schedule and zone are the same, and the old
 //!   record is removed after the new ones are written (a crash between the two leaves the
 //!   old record, found and dropped by the next start).
+//! - A baseline that cannot be read (another version's, say) does not stop the start: the
+//!   jobs count from then, as on a first start, and it is written anew.
 //! - A config `at` job that has fired stays (with its cursor past the instant) rather than
 //!   being removed: removed, it came back on the next start as a new job counting from then.
 
@@ -299,8 +301,13 @@ impl ConfigJobs {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let stored_baseline = self.tree.get(BASELINE_KEY)?;
+        // Unreadable (written by another version, say), it is not worth refusing to start
+        // over: the jobs count from now, and what fell while the daemon was down is lost once.
         let old: Baseline = match &stored_baseline {
-            Some(bytes) => crate::store::decode(TREE, bytes)?,
+            Some(bytes) => crate::store::decode(TREE, bytes).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the config jobs' baseline cannot be read; every config job counts from now");
+                Baseline::default()
+            }),
             None => Baseline::default(),
         };
         let counted = old.by_name();
@@ -538,6 +545,29 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["legacy", "runtime", "taken"]
         );
+    }
+
+    /// A baseline that cannot be read does not stop the start: the jobs count from then,
+    /// and the baseline is written anew.
+    #[test]
+    fn an_unreadable_baseline_makes_the_jobs_count_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let jobs = JobStore::open(&store).unwrap();
+        jobs.reconcile(vec![spec("daily", "0 9 * * *")], at(7))
+            .unwrap();
+        let tree = store.cron_config_tree().unwrap();
+        tree.insert(BASELINE_KEY, &b"{\"groups\": 42}"[..]).unwrap();
+        let restarted = JobStore::open(&store).unwrap();
+        restarted
+            .reconcile(vec![spec("daily", "0 9 * * *")], at(8))
+            .unwrap();
+        assert_eq!(job(&restarted, "daily").created_at, at(8));
+        let again = JobStore::open(&store).unwrap();
+        again
+            .reconcile(vec![spec("daily", "0 9 * * *")], at(9))
+            .unwrap();
+        assert_eq!(job(&again, "daily").created_at, at(8));
     }
 
     /// A job a reload took away while the timer ran it is not written back.
