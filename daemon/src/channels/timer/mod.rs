@@ -28,7 +28,6 @@ pub mod jobs;
 pub mod schedule;
 pub mod tools;
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,17 +128,9 @@ impl Timer {
     /// occurrences; rebuilt when jobs are changed by hand.
     fn queue(&self) -> Result<Queue, StoreError> {
         let mut queue = Queue::new();
-        let mut parsed = ParsedSchedules::default();
         for job in self.jobs.jobs.iter() {
             let job = job?;
-            if !job.active() {
-                continue;
-            }
-            let next = parsed
-                .of(&job)
-                .ok()
-                .and_then(|schedule| schedule.next_after(job.cursor, job.zone()));
-            if let Some(next) = next {
+            if let Some(next) = next_occurrence(&job) {
                 queue.insert((next, job.spec.name));
             }
         }
@@ -151,13 +142,12 @@ impl Timer {
     /// on start (parsing was most of the start-up work with thousands of jobs).
     async fn catch_up(&self, now: DateTime<Utc>) -> Result<Queue, StoreError> {
         let mut queue = Queue::new();
-        let mut parsed = ParsedSchedules::default();
         for job in self.jobs.jobs.iter() {
             let mut job = job?;
             if !job.active() {
                 continue;
             }
-            let Ok(schedule) = parsed.of(&job) else {
+            let Ok(schedule) = job.schedule() else {
                 warn!(job = %job.spec.name, schedule = %job.spec.schedule, "a stored job has a schedule that no longer parses; it is skipped");
                 continue;
             };
@@ -272,33 +262,12 @@ impl Timer {
     }
 }
 
-/// Cron expressions parsed once per pass over every job: 10,000 jobs from a file name far
-/// fewer distinct ones, and parsing one with croner is ~5 µs and a dozen allocations. Only
-/// cron expressions are kept — they mean the same in every zone and whenever the job was
-/// made; `every` and the `at` forms do not. Dropped after the pass, so that idle jobs cost
-/// nothing between their occurrences.
-#[derive(Default)]
-struct ParsedSchedules {
-    /// By the expression's text.
-    cron: std::collections::HashMap<String, schedule::Schedule>,
-}
-
-impl ParsedSchedules {
-    /// The job's schedule, from an earlier job's when it has the same cron expression.
-    fn of(&mut self, job: &Job) -> Result<Cow<'_, schedule::Schedule>, schedule::ScheduleError> {
-        let text = &job.spec.schedule;
-        if !self.cron.contains_key(text) {
-            let parsed = job.schedule()?;
-            if !matches!(parsed, schedule::Schedule::Cron(_)) {
-                return Ok(Cow::Owned(parsed));
-            }
-            self.cron.insert(text.clone(), parsed);
-        }
-        match self.cron.get(text) {
-            Some(parsed) => Ok(Cow::Borrowed(parsed)),
-            None => job.schedule().map(Cow::Owned),
-        }
+/// The next occurrence of an active job after its cursor.
+fn next_occurrence(job: &Job) -> Option<DateTime<Utc>> {
+    if !job.active() {
+        return None;
     }
+    job.schedule().ok()?.next_after(job.cursor, job.zone())
 }
 
 /// The dedupe key that claims an occurrence.
@@ -334,62 +303,4 @@ pub fn occurrence_event(job: &Job, at: DateTime<Utc>, manual: bool) -> Event {
     // The job's urgency is its channel's default: a `cron:*` rule overrides it.
     event.channel_urgency = Some(job.spec.urgency);
     event
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use jobs::{DEFAULT_MAX_LATENESS_SECS, JobSpec};
-
-    fn job(schedule: &str, zone: &str, created_at: &str) -> Job {
-        let created_at = created_at.parse().unwrap();
-        Job {
-            spec: JobSpec {
-                name: "job".into(),
-                schedule: schedule.into(),
-                zone: zone.into(),
-                text: "runs".into(),
-                action: None,
-                urgency: steward_events::Urgency::Parallel,
-                missed: Default::default(),
-                max_lateness_secs: DEFAULT_MAX_LATENESS_SECS,
-                enabled: true,
-            },
-            origin: steward_protocol::Origin::Config,
-            paused: false,
-            created_at,
-            cursor: created_at,
-            last_outcome: None,
-        }
-    }
-
-    /// A cron expression parsed for one job serves the next with the same text, in its own
-    /// zone; `every` counts from each job's own creation.
-    #[test]
-    fn schedules_parsed_once_per_pass_still_fit_each_job() {
-        let mut parsed = ParsedSchedules::default();
-        let next = |parsed: &mut ParsedSchedules, job: &Job| {
-            let schedule = parsed.of(job).unwrap().into_owned();
-            schedule
-                .next_after(job.cursor, job.zone())
-                .unwrap()
-                .to_rfc3339()
-        };
-        let utc = job("0 9 * * *", "UTC", "2026-12-06T00:00:00Z");
-        let tokyo = job("0 9 * * *", "Asia/Tokyo", "2026-12-06T00:00:00Z");
-        assert_eq!(next(&mut parsed, &utc), "2026-12-06T09:00:00+00:00");
-        assert_eq!(next(&mut parsed, &tokyo), "2026-12-07T00:00:00+00:00");
-        assert_eq!(parsed.cron.len(), 1);
-
-        let early = job("every 1h", "UTC", "2026-12-06T00:10:00Z");
-        let late = job("every 1h", "UTC", "2026-12-06T00:40:00Z");
-        assert_eq!(next(&mut parsed, &early), "2026-12-06T01:10:00+00:00");
-        assert_eq!(next(&mut parsed, &late), "2026-12-06T01:40:00+00:00");
-        assert_eq!(parsed.cron.len(), 1);
-        assert!(
-            parsed
-                .of(&job("now and then", "UTC", "2026-12-06T00:00:00Z"))
-                .is_err()
-        );
-    }
 }
