@@ -53,7 +53,7 @@ fn data_dir_with_runtime_jobs(count: usize) -> tempfile::TempDir {
             .unwrap(),
     );
     let scheduler = Scheduler {
-        jobs: steward_daemon::channels::timer::jobs::JobStore::open(&store).unwrap(),
+        jobs: steward_daemon::channels::timer::job_store::JobStore::open(&store).unwrap(),
         submitter: steward_daemon::channels::Submitter::new(inbox, Vec::new()),
         changed: std::sync::Arc::default(),
         default_zone: "UTC".into(),

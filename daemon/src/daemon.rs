@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::channels::timer::config_jobs::PendingConfigJobs;
-use crate::channels::timer::jobs::JobStore;
+use crate::channels::timer::job_store::JobStore;
 use crate::channels::user;
 use crate::core::{Core, create_private_dir};
 use crate::instance_lock::InstanceLock;

@@ -625,3 +625,29 @@ async fn waiters_go_on_when_the_writer_leading_the_flush_is_dropped() {
         .unwrap();
     assert!(*store.commit.durable.borrow() >= ticket);
 }
+
+/// Writes spread over several batches all land, in the order they were made: a key written,
+/// removed and written again ends with its last value; one written then removed is gone.
+#[test]
+fn batched_writes_land_whole_and_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = super::Store::open(dir.path()).unwrap();
+    let tree = store.cron_config_tree().unwrap();
+    let mut writes = super::BatchedWrites::new(&tree);
+    for i in 0..700u32 {
+        writes
+            .insert(&i.to_be_bytes(), sled::IVec::from(&b"first"[..]))
+            .unwrap();
+    }
+    for i in (0..700u32).step_by(2) {
+        writes.remove(&i.to_be_bytes()).unwrap();
+    }
+    writes
+        .insert(&0u32.to_be_bytes(), sled::IVec::from(&b"last"[..]))
+        .unwrap();
+    writes.finish().unwrap();
+    assert_eq!(tree.len(), 351);
+    assert_eq!(&*tree.get(0u32.to_be_bytes()).unwrap().unwrap(), b"last");
+    assert_eq!(&*tree.get(699u32.to_be_bytes()).unwrap().unwrap(), b"first");
+    assert!(tree.get(698u32.to_be_bytes()).unwrap().is_none());
+}

@@ -14,7 +14,8 @@
 
 use tokio::sync::watch;
 
-use super::jobs::{JobSpec, JobStore};
+use super::job_store::JobStore;
+use super::jobs::JobSpec;
 use crate::store::StoreError;
 
 /// Whether the config's jobs are in the store yet: cloned to everything that reads or

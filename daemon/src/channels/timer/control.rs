@@ -14,7 +14,8 @@ use steward_events::{EventId, Urgency};
 use tokio::sync::Notify;
 
 use super::config_jobs::{JobsSettled, NotSettled};
-use super::jobs::{Job, JobSpec, JobStore};
+use super::job_store::JobStore;
+use super::jobs::{Job, JobSpec};
 use super::schedule::{parse_schedule, parse_zone};
 use crate::store::StoreError;
 use steward_protocol::{JobRow, NewJob, Origin};

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use steward_protocol::Origin;
 
 use super::jobs::{Job, JobSpec};
-use crate::store::StoreError;
+use crate::store::{BatchedWrites, StoreError};
 
 /// The tree's name, for errors about its records.
 const TREE: &str = "cron_config";
@@ -280,26 +280,28 @@ impl ConfigJobs {
         if jobs.find(&job.spec.name).is_none() {
             return Ok(false);
         }
-        let progress = Progress::of(job);
-        if progress == Progress::default() {
-            self.tree.remove(job.spec.name.as_bytes())?;
-        } else {
-            self.tree
-                .insert(job.spec.name.as_bytes(), crate::store::encode(&progress)?)?;
-        }
+        let mut writes = BatchedWrites::new(&self.tree);
+        write_progress(&mut writes, &job.spec.name, &Progress::of(job))?;
+        writes.finish()?;
         Ok(true)
     }
 
     /// Makes `specs` the file's jobs (see the module docs). `earlier` are the records in
     /// `cron_jobs` under the names of `specs` and of earlier config jobs: their moment and
     /// progress are carried over where nothing here says otherwise; the caller removes them
-    /// once this returns.
+    /// once this returns. The baseline is written last, after every progress record.
     pub fn reconcile(
         &self,
         mut specs: Vec<JobSpec>,
         earlier: &HashMap<String, Job>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
+        // Held throughout, so that no job's progress is saved between its record's removal
+        // here and the new jobs taking the old ones' place.
+        let mut jobs = self
+            .jobs
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let stored_baseline = self.tree.get(BASELINE_KEY)?;
         // Unreadable (written by another version, say), it is not worth refusing to start
         // over: the jobs count from now, and what fell while the daemon was down is lost once.
@@ -312,7 +314,7 @@ impl ConfigJobs {
         };
         let counted = old.by_name();
         specs.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let mut batch = sled::Batch::default();
+        let mut writes = BatchedWrites::new(&self.tree);
         let mut sinces = Vec::with_capacity(specs.len());
         for spec in &specs {
             let same = |schedule: &str, zone: &str| schedule == spec.schedule && zone == spec.zone;
@@ -320,12 +322,7 @@ impl ConfigJobs {
                 match (counted.get(spec.name.as_str()), earlier.get(&spec.name)) {
                     (Some((since, schedule, zone)), _) if same(schedule, zone) => *since,
                     (None, Some(job)) if same(&job.spec.schedule, &job.spec.zone) => {
-                        let progress = Progress::of(job);
-                        if progress == Progress::default() {
-                            batch.remove(spec.name.as_bytes());
-                        } else {
-                            batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
-                        }
+                        write_progress(&mut writes, &spec.name, &Progress::of(job))?;
                         job.created_at
                     }
                     (_, earlier) => {
@@ -338,10 +335,8 @@ impl ConfigJobs {
                             (None, None) => Progress::default(),
                         };
                         progress.cursor = None;
-                        if progress != Progress::default() {
-                            batch.insert(spec.name.as_bytes(), crate::store::encode(&progress)?);
-                        } else if stored.is_some() {
-                            batch.remove(spec.name.as_bytes());
+                        if stored.is_some() || progress != Progress::default() {
+                            write_progress(&mut writes, &spec.name, &progress)?;
                         }
                         now
                     }
@@ -356,27 +351,37 @@ impl ConfigJobs {
             if &*key != BASELINE_KEY
                 && std::str::from_utf8(&key).map_or(true, |name| kept.find(name).is_none())
             {
-                batch.remove(key);
+                writes.remove(&key)?;
             }
         }
         let baseline = crate::store::encode(&BaselineOut::of(&specs, &sinces))?;
         if stored_baseline.as_ref() != Some(&baseline) {
-            batch.insert(BASELINE_KEY, baseline);
+            writes.insert(BASELINE_KEY, baseline)?;
         }
-        let mut jobs = self
-            .jobs
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.tree.apply_batch(batch)?;
+        writes.finish()?;
         *jobs = Arc::new(kept);
         Ok(())
+    }
+}
+
+/// Writes a job's progress record, or removes it when there is nothing to keep.
+fn write_progress(
+    writes: &mut BatchedWrites<'_>,
+    name: &str,
+    progress: &Progress,
+) -> Result<(), StoreError> {
+    if *progress == Progress::default() {
+        writes.remove(name.as_bytes())
+    } else {
+        writes.insert(name.as_bytes(), crate::store::encode(progress)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::timer::jobs::{DEFAULT_MAX_LATENESS_SECS, JobStore};
+    use crate::channels::timer::job_store::JobStore;
+    use crate::channels::timer::jobs::DEFAULT_MAX_LATENESS_SECS;
     use crate::store::Store;
 
     fn spec(name: &str, schedule: &str) -> JobSpec {

@@ -2,7 +2,8 @@
 //! occurrence that was claimed (run or recorded missed). Jobs made at run time are kept
 //! whole in the tree `cron_jobs`, one record per job name, and never touched by the
 //! config's reconciliation; the config file's jobs are the file's, held in memory with only
-//! their progress in the store ([`super::file_jobs`]). [`JobStore`] is both behind one face.
+//! their progress in the store ([`super::file_jobs`]). [`super::job_store::JobStore`] is both
+//! behind one face.
 //!
 //! A record leaves out what it need not repeat: the name (it is the record's key), the
 //! cursor while it is still the moment the job was made, the origin when it is the config
@@ -18,7 +19,6 @@ use steward_events::{ScheduledAction, Urgency};
 
 use steward_protocol::{MissedPolicy, Origin};
 
-use super::file_jobs::ConfigJobs;
 use super::schedule::{Schedule, ScheduleError, parse_schedule, parse_zone};
 use crate::store::StoreError;
 
@@ -106,7 +106,7 @@ impl Job {
     }
 
     /// The job of the record under `key`; a key that is not UTF-8 is a corrupt record.
-    fn decode(key: &[u8], bytes: &[u8]) -> Result<Self, StoreError> {
+    pub(super) fn decode(key: &[u8], bytes: &[u8]) -> Result<Self, StoreError> {
         let name = std::str::from_utf8(key).map_err(|_| StoreError::Corrupt {
             tree: "cron_jobs",
             reason: format!("a job's key is not text: {key:?}"),
@@ -257,100 +257,6 @@ pub fn action_text(job: &str, action: &ScheduledAction) -> String {
     format!("scheduled job {job}: {} {}", action.tool, action.args)
 }
 
-/// Every job, wherever it is kept: runtime jobs as full records in the tree `cron_jobs`,
-/// the config file's in [`ConfigJobs`] (definitions in memory, progress in the store).
-/// Names are unique across both: reconciling gives the file a name a runtime job had.
-#[derive(Clone, Debug)]
-pub struct JobStore {
-    runtime: sled::Tree,
-    config: ConfigJobs,
-}
-
-impl JobStore {
-    /// The store's jobs; the config file's appear once [`JobStore::reconcile`] gave them.
-    pub fn open(store: &crate::store::Store) -> Result<Self, StoreError> {
-        Ok(Self {
-            runtime: store.cron_tree()?,
-            config: ConfigJobs::new(store.cron_config_tree()?),
-        })
-    }
-
-    /// Every job, by name.
-    pub fn all(&self) -> Result<Vec<Job>, StoreError> {
-        let mut all = self.iter().collect::<Result<Vec<_>, _>>()?;
-        all.sort_unstable_by(|a, b| a.spec.name.cmp(&b.spec.name));
-        Ok(all)
-    }
-
-    /// Every job, one at a time (thousands of jobs need not all be in memory at once): the
-    /// config file's, then the runtime ones.
-    pub fn iter(&self) -> impl Iterator<Item = Result<Job, StoreError>> + '_ {
-        self.config.iter().chain(self.runtime_jobs())
-    }
-
-    fn runtime_jobs(&self) -> impl Iterator<Item = Result<Job, StoreError>> + '_ {
-        self.runtime.iter().map(|record| {
-            let (key, bytes) = record?;
-            Job::decode(&key, &bytes)
-        })
-    }
-
-    pub fn get(&self, name: &str) -> Result<Option<Job>, StoreError> {
-        if let Some(job) = self.config.get(name)? {
-            return Ok(Some(job));
-        }
-        match self.runtime.get(name)? {
-            Some(bytes) => Ok(Some(Job::decode(name.as_bytes(), &bytes)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Saves the job: a runtime job whole, a config job's progress (nothing when the file
-    /// no longer has it).
-    pub fn put(&self, job: &Job) -> Result<(), StoreError> {
-        match job.origin {
-            Origin::Config => {
-                self.config.save(job)?;
-            }
-            Origin::Runtime => {
-                self.runtime
-                    .insert(job.spec.name.as_bytes(), job.encode()?)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Removes a runtime job; a config job is the file's to remove.
-    pub fn remove(&self, name: &str) -> Result<bool, StoreError> {
-        Ok(self.runtime.remove(name)?.is_some())
-    }
-
-    /// Makes `specs` the config file's jobs (see [`super::file_jobs`]): records in
-    /// `cron_jobs` that are the file's — written there by an earlier daemon, or a runtime
-    /// job whose name the file now takes — are carried over and then removed.
-    pub fn reconcile(&self, specs: Vec<JobSpec>, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let earlier = {
-            let wanted: std::collections::HashSet<&str> =
-                specs.iter().map(|s| s.name.as_str()).collect();
-            let mut earlier = std::collections::HashMap::new();
-            for job in self.runtime_jobs() {
-                let job = job?;
-                if job.origin == Origin::Config || wanted.contains(job.spec.name.as_str()) {
-                    earlier.insert(job.spec.name.clone(), job);
-                }
-            }
-            earlier
-        };
-        self.config.reconcile(specs, &earlier, now)?;
-        let mut batch = sled::Batch::default();
-        for name in earlier.keys() {
-            batch.remove(name.as_bytes());
-        }
-        self.runtime.apply_batch(batch)?;
-        Ok(())
-    }
-}
-
 /// The system's time zone: `TZ`, `/etc/timezone`, the `/etc/localtime` link, else UTC.
 pub fn system_zone() -> String {
     let valid = |name: &str| parse_zone(name.trim()).ok().map(|_| name.trim().to_owned());
@@ -377,10 +283,15 @@ pub fn system_zone() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn job(urgency: Urgency, paused: bool, last_outcome: Option<&str>) -> Job {
+    /// A config job of the usual kind, for tests here and in the modules beside this one.
+    pub(in crate::channels::timer) fn job(
+        urgency: Urgency,
+        paused: bool,
+        last_outcome: Option<&str>,
+    ) -> Job {
         let at = "2026-12-05T07:10:12.123456789Z".parse().unwrap();
         Job {
             spec: JobSpec {
@@ -531,24 +442,5 @@ mod tests {
                 "tz"
             );
         }
-    }
-
-    /// What the timer and `steward cron` rely on: a job put, moved and read back through
-    /// the tree is the job, cursor and all.
-    #[test]
-    fn the_store_gives_back_what_was_put() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::open(dir.path()).unwrap();
-        let jobs = JobStore::open(&store).unwrap();
-        let mut made = Job {
-            origin: Origin::Runtime,
-            ..job(Urgency::Parallel, false, None)
-        };
-        jobs.put(&made).unwrap();
-        assert_eq!(jobs.get("job-1234").unwrap(), Some(made.clone()));
-        made.cursor = made.created_at + chrono::Duration::days(1);
-        made.last_outcome = Some("ran".into());
-        jobs.put(&made).unwrap();
-        assert_eq!(jobs.all().unwrap(), vec![made]);
     }
 }

@@ -24,6 +24,7 @@ pub mod config_jobs;
 pub mod control;
 pub mod cron;
 pub mod file_jobs;
+pub mod job_store;
 pub mod jobs;
 pub mod schedule;
 pub mod tools;
@@ -40,7 +41,8 @@ use tracing::{info, warn};
 use crate::channels::ChannelHealth;
 use crate::channels::context::{ChannelContext, Down};
 use crate::store::StoreError;
-use jobs::{Job, JobStore};
+use job_store::JobStore;
+use jobs::Job;
 use schedule::catch_up;
 
 /// Occurrences looked at per job when catching up after a stop.
