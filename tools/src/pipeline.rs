@@ -240,8 +240,12 @@ impl ToolPipeline {
                 call.tool
             )));
         }
-        let problems: Vec<String> = tool
-            .validator
+        // A schema of the daemon's own that does not compile is a bug its tests catch; the
+        // call is refused, with the reason, rather than run unchecked.
+        let validator = tool
+            .validator()
+            .map_err(|e| ToolOutcome::error(e.to_string()))?;
+        let problems: Vec<String> = validator
             .iter_errors(&call.args)
             .map(|e| {
                 let at = e.instance_path().to_string();

@@ -1,7 +1,13 @@
 //! The registry: contracts and handlers registered through one builder, which yields both
-//! the specs shown to the model and the handlers that run. Schemas are compiled into
-//! validators when a tool is registered, so a tool with a broken schema fails at start-up
-//! (or is refused when an MCP server offers it), not at its first call.
+//! the specs shown to the model and the handlers that run.
+//!
+//! A tool's arguments schema becomes a validator at two different moments. A tool from
+//! outside (an MCP server's) is compiled when it is offered, and refused then if its schema
+//! is broken. The daemon's own tools — fixed in the binary, every one compiled by the test
+//! `every_tool_of_a_full_daemon_declares_a_complete_contract` — are compiled at their first
+//! call: compiling ~40 schemas (and the meta-schema they are checked against) was ~3 ms of
+//! every start before READY, and the validators of tools a daemon never calls are memory it
+//! never needs. The cheap checks (name, description, an object schema) still fail the build.
 //!
 //! The tool set can change while the daemon runs (an MCP server's list changes): the set is
 //! an immutable catalog behind a lock, replaced as a whole, so a call or a listing works on
@@ -9,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use serde_json::Value;
 
@@ -24,7 +30,8 @@ use crate::selection::Selection;
 pub(crate) struct RegisteredTool {
     pub contract: ToolContract,
     pub handler: Arc<dyn ToolHandler>,
-    pub validator: jsonschema::Validator,
+    /// The arguments' validator, or why the schema does not compile (see the module docs).
+    validator: OnceLock<Result<jsonschema::Validator, ToolError>>,
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -123,14 +130,14 @@ impl ToolRegistryBuilder {
             Arc::new(tool_search::CallTool) as Arc<dyn ToolHandler>,
         )]);
         for (contract, handler) in entries {
-            let tool = RegisteredTool::new(contract, handler)?;
+            let tool = RegisteredTool::own(contract, handler)?;
             let name = tool.contract.name.clone();
             if tools.insert(name.clone(), Arc::new(tool)).is_some() {
                 return Err(ToolError::DuplicateTool(name));
             }
         }
         let search = tool_search::search_contract();
-        let search_validator = compile_schema(&search)?;
+        check_object_schema(&search)?;
         if tools.contains_key(&search.name) {
             return Err(ToolError::DuplicateTool(search.name));
         }
@@ -159,7 +166,7 @@ impl ToolRegistryBuilder {
                 handler: Arc::new(tool_search::ToolSearch(
                     registry.clone() as Weak<dyn ToolFinder>
                 )),
-                validator: search_validator,
+                validator: OnceLock::new(),
             };
             tools.insert(search.contract.name.clone(), Arc::new(search));
             ToolRegistry {
@@ -178,14 +185,33 @@ impl ToolRegistryBuilder {
 }
 
 impl RegisteredTool {
-    fn new(contract: ToolContract, handler: Arc<dyn ToolHandler>) -> Result<Self, ToolError> {
+    /// One of the daemon's own tools: checked now, its schema compiled at its first call.
+    fn own(contract: ToolContract, handler: Arc<dyn ToolHandler>) -> Result<Self, ToolError> {
+        check_contract(&contract)?;
+        check_object_schema(&contract)?;
+        Ok(Self {
+            contract,
+            handler,
+            validator: OnceLock::new(),
+        })
+    }
+
+    /// A tool offered from outside: refused now unless its schema compiles.
+    fn offered(contract: ToolContract, handler: Arc<dyn ToolHandler>) -> Result<Self, ToolError> {
         check_contract(&contract)?;
         let validator = compile_schema(&contract)?;
         Ok(Self {
             contract,
             handler,
-            validator,
+            validator: OnceLock::from(Ok(validator)),
         })
+    }
+
+    /// The arguments' validator, compiled on first use.
+    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, &ToolError> {
+        self.validator
+            .get_or_init(|| compile_schema(&self.contract))
+            .as_ref()
     }
 }
 
@@ -306,18 +332,29 @@ fn check_contract(contract: &ToolContract) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn compile_schema(contract: &ToolContract) -> Result<jsonschema::Validator, ToolError> {
-    let invalid = |reason: String| ToolError::InvalidSchema {
+fn invalid_schema(contract: &ToolContract, reason: String) -> ToolError {
+    ToolError::InvalidSchema {
         tool: contract.name.clone(),
         reason,
-    };
+    }
+}
+
+/// Arguments are always an object (the check that costs nothing to make at registration).
+fn check_object_schema(contract: &ToolContract) -> Result<(), ToolError> {
     if contract.parameters.get("type") != Some(&Value::String("object".into())) {
-        return Err(invalid(
+        return Err(invalid_schema(
+            contract,
             "the arguments schema must have \"type\": \"object\"".into(),
         ));
     }
-    jsonschema::meta::validate(&contract.parameters).map_err(|e| invalid(e.to_string()))?;
-    jsonschema::validator_for(&contract.parameters).map_err(|e| invalid(e.to_string()))
+    Ok(())
+}
+
+fn compile_schema(contract: &ToolContract) -> Result<jsonschema::Validator, ToolError> {
+    check_object_schema(contract)?;
+    let invalid = |e: jsonschema::ValidationError<'_>| invalid_schema(contract, e.to_string());
+    jsonschema::meta::validate(&contract.parameters).map_err(invalid)?;
+    jsonschema::validator_for(&contract.parameters).map_err(invalid)
 }
 
 /// The registry, shared by the pipeline and everything that lists or searches tools.
@@ -455,7 +492,7 @@ impl ToolRegistry {
             .map(|(name, t)| (name.clone(), t.clone()))
             .collect();
         for (contract, handler) in tools {
-            match RegisteredTool::new(contract, handler) {
+            match RegisteredTool::offered(contract, handler) {
                 Ok(tool) if all.contains_key(&tool.contract.name) => {
                     rejected.push(ToolError::DuplicateTool(tool.contract.name));
                 }

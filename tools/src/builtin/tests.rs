@@ -159,12 +159,44 @@ async fn unknown_and_disabled_tools_are_refused_at_execution() {
     );
 }
 
-#[test]
-fn broken_declarations_fail_the_build() {
-    let mut bad_schema = super::echo::contract();
-    bad_schema.parameters = json!({"type": "object", "properties": {"x": {"type": 7}}});
+/// A schema that does not compile: an MCP server's tool is refused when offered; one of the
+/// daemon's own (compiled at its first call) refuses that call with the reason, and never runs
+/// unchecked. A schema that is not an object fails the build at once.
+#[tokio::test]
+async fn broken_declarations_are_refused() {
+    let broken = json!({"type": "object", "properties": {"x": {"type": 7}}});
+    let mut own = super::echo::contract();
+    own.parameters = broken.clone();
+    let registry = crate::ToolRegistryBuilder::new()
+        .register(own, super::echo::Echo)
+        .build()
+        .expect("its schema is compiled at the first call");
+    let out = ToolPipeline::new(registry.clone(), test_budget())
+        .execute(&call("c", "echo", json!({"x": 1})), &ctx())
+        .await;
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    let reason = out.content.to_string();
+    assert!(
+        reason.contains("tool `echo` declares an invalid JSON Schema"),
+        "{reason}"
+    );
+
+    let mut offered = deferred("calendar_add_event", "Add.");
+    offered.parameters = broken;
+    let rejected = registry.replace_source(
+        &crate::ToolSource::Mcp("calendar".into()),
+        vec![(offered, Arc::new(Counter(Arc::default())) as Arc<dyn ToolHandler>)],
+    );
+    assert!(
+        matches!(&rejected[..], [ToolError::InvalidSchema { tool, .. }] if tool == "calendar_add_event"),
+        "{rejected:?}"
+    );
+    assert!(!registry.specs(false).iter().any(|s| s.name == "calendar_add_event"));
+
+    let mut not_an_object = super::echo::contract();
+    not_an_object.parameters = json!({"type": "array"});
     let err = crate::ToolRegistryBuilder::new()
-        .register(bad_schema, super::echo::Echo)
+        .register(not_an_object, super::echo::Echo)
         .build()
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidSchema { .. }), "{err}");
