@@ -18,6 +18,9 @@
 //!   ([`Outbox::routes`]); every message is kept whatever the routing, for `steward outbox`.
 //! - `changes` tells viewers (`steward outbox --follow`) of every new message and every
 //!   new delivery, each as the whole message as it now stands.
+//! - Both broadcasts carry a shared message, not a copy: a channel writes every one of its
+//!   slots when it is made, and a slot of a pointer is 32 bytes against ~150 for a whole
+//!   message (two channels of 1,024 slots held from the start: 64 KB instead of 300).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,8 +55,8 @@ struct Inner {
     tree: sled::Tree,
     next: AtomicU64,
     rules: DeliveryRules,
-    queued: broadcast::Sender<OwnerMessage>,
-    changes: broadcast::Sender<OwnerMessage>,
+    queued: broadcast::Sender<Arc<OwnerMessage>>,
+    changes: broadcast::Sender<Arc<OwnerMessage>>,
 }
 
 impl Outbox {
@@ -137,8 +140,9 @@ impl Outbox {
 
     /// Tells viewers and delivering channels of a message now on disk.
     fn tell(&self, message: &OwnerMessage) {
+        let message = Arc::new(message.clone());
         let _ = self.inner.changes.send(message.clone());
-        let _ = self.inner.queued.send(message.clone());
+        let _ = self.inner.queued.send(message);
     }
 
     /// Whether `channel` pushes this message to the owner (`[owner.deliver]`).
@@ -147,13 +151,13 @@ impl Outbox {
     }
 
     /// Every new message and every new delivery, as the message now stands.
-    pub fn changes(&self) -> broadcast::Receiver<OwnerMessage> {
+    pub fn changes(&self) -> broadcast::Receiver<Arc<OwnerMessage>> {
         self.inner.changes.subscribe()
     }
 
     /// Messages as they are queued (after [`Self::undelivered`] or [`Self::after`] for what
     /// came before: subscribe first, then read, and skip ids already seen).
-    pub fn subscribe(&self) -> broadcast::Receiver<OwnerMessage> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<OwnerMessage>> {
         self.inner.queued.subscribe()
     }
 
@@ -214,7 +218,7 @@ impl Outbox {
             .tree
             .insert(key, crate::store::encode(&message)?)?;
         self.inner.store.flush().await?;
-        let _ = self.inner.changes.send(message);
+        let _ = self.inner.changes.send(Arc::new(message));
         Ok(())
     }
 

@@ -329,7 +329,7 @@ async fn stream(State(api): State<Api>, headers: axum::http::HeaderMap) -> impl 
                 let message = match caught_up.pop_front() {
                     Some(message) => message,
                     None => match receiver.recv().await {
-                        Ok(message) => message,
+                        Ok(message) => std::sync::Arc::unwrap_or_clone(message),
                         // Fell behind the broadcast: the outbox has what was missed.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                             caught_up = outbox.after(shown).unwrap_or_default().into();

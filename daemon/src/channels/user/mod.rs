@@ -317,6 +317,7 @@ impl UserChannel {
                     },
                     Ok(message) = problems.recv() => {
                         if message.kind == MessageKind::Problem {
+                            let message = Arc::unwrap_or_clone(message);
                             s.write(&Response::Message { message }).await?;
                         }
                     }
@@ -445,7 +446,7 @@ impl UserChannel {
                     // between them, and a chat may leave at its step's end.
                     while let Ok(message) = queued.try_recv() {
                         if message.id > shown && shows(outbox, &message) {
-                            shown = self.show(message, s).await?;
+                            shown = self.show(Arc::unwrap_or_clone(message), s).await?;
                         }
                     }
                     if let Some(ended) = forward(announcement, &mine, s).await? {
@@ -457,7 +458,7 @@ impl UserChannel {
                 message = queued.recv() => match message {
                     // An answer already delivered here is the asking session's reply.
                     Ok(message) if message.id > shown && shows(outbox, &message) => {
-                        shown = self.show(message, s).await?;
+                        shown = self.show(Arc::unwrap_or_clone(message), s).await?;
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => match outbox.after(shown) {
@@ -504,7 +505,7 @@ impl UserChannel {
                 change = changes.recv() => change,
             };
             let messages = match change {
-                Ok(message) => vec![message],
+                Ok(message) => vec![Arc::unwrap_or_clone(message)],
                 // Fell behind: what is newer than the newest shown is in the outbox.
                 Err(RecvError::Lagged(_)) => outbox.after(newest).unwrap_or_default(),
                 Err(RecvError::Closed) => return Ok(()),
@@ -558,7 +559,7 @@ impl UserChannel {
                         record.arrival <= listing.newest && !record.state.is_terminal();
                     if !already_shown && listing.state.is_none_or(|st| record.state.kind() == st) {
                         s.write(&Response::Event {
-                            event: EventRow::from(&record),
+                            event: EventRow::from(&*record),
                         })
                         .await?;
                     }
