@@ -185,13 +185,21 @@ async fn broken_declarations_are_refused() {
     offered.parameters = broken;
     let rejected = registry.replace_source(
         &crate::ToolSource::Mcp("calendar".into()),
-        vec![(offered, Arc::new(Counter(Arc::default())) as Arc<dyn ToolHandler>)],
+        vec![(
+            offered,
+            Arc::new(Counter(Arc::default())) as Arc<dyn ToolHandler>,
+        )],
     );
     assert!(
         matches!(&rejected[..], [ToolError::InvalidSchema { tool, .. }] if tool == "calendar_add_event"),
         "{rejected:?}"
     );
-    assert!(!registry.specs(false).iter().any(|s| s.name == "calendar_add_event"));
+    assert!(
+        !registry
+            .specs(false)
+            .iter()
+            .any(|s| s.name == "calendar_add_event")
+    );
 
     let mut not_an_object = super::echo::contract();
     not_an_object.parameters = json!({"type": "array"});
