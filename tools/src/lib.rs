@@ -22,6 +22,7 @@ mod contract;
 mod error;
 pub mod files;
 pub mod glob;
+pub mod https;
 mod handler;
 pub mod ledger;
 mod pipeline;

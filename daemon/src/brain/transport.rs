@@ -126,7 +126,7 @@ impl Endpoint {
         headers: Vec<(&'static str, String)>,
         timeout: Duration,
     ) -> Result<Self, BrainError> {
-        let client = reqwest::Client::builder()
+        let client = steward_tools::https::client_builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| BrainError::Unavailable(format!("cannot build the HTTP client: {e}")))?;

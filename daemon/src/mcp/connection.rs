@@ -116,7 +116,7 @@ impl Connection {
                 url,
                 bearer_token_env,
             } => Transport::Http {
-                client: reqwest::Client::builder()
+                client: steward_tools::https::client_builder()
                     .connect_timeout(Duration::from_secs(10))
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?,

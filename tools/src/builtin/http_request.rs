@@ -217,7 +217,7 @@ impl HttpRequest {
         let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(30));
         for _ in 0..=MAX_REDIRECTS {
             let (host, address) = self.checked_address(&url).await?;
-            let client = reqwest::Client::builder()
+            let client = crate::https::client_builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(timeout)
                 .resolve(&host, address)

@@ -105,7 +105,7 @@ impl WebSearch {
         let SearchArgs { query, max_results } = crate::args::parse(args)?;
         let max = max_results.unwrap_or(DEFAULT_RESULTS).clamp(1, MAX_RESULTS);
         let failed = |e: String| ToolOutcome::error(format!("the search failed: {e}"));
-        let client = reqwest::Client::builder()
+        let client = crate::https::client_builder()
             .timeout(self.timeout)
             .build()
             .map_err(|e| failed(e.to_string()))?;

@@ -24,6 +24,7 @@
 //!   connections as physical cores instead of four per core, a 500 KB page cache each
 //!   instead of 2 MB, the journal kept under 2 MB): a one-account assistant makes few
 //!   concurrent store calls, and each connection's cache is memory the daemon keeps.
+//! - Its HTTP client is built here, as the SDK builds it, on the daemon's shared TLS setup.
 
 use std::path::{Path, PathBuf};
 
@@ -125,6 +126,7 @@ impl Account {
     async fn client(&self) -> anyhow::Result<Client> {
         Client::builder()
             .homeserver_url(&self.config.homeserver)
+            .http_client(http_client()?)
             .sqlite_store_with_config_and_cache_path(
                 SqliteStoreConfig::with_low_memory_config(self.store_dir()),
                 None::<PathBuf>,
@@ -139,6 +141,7 @@ impl Account {
     async fn storeless(&self) -> anyhow::Result<Client> {
         Client::builder()
             .homeserver_url(&self.config.homeserver)
+            .http_client(http_client()?)
             .build()
             .await
             .context("cannot reach the homeserver")
@@ -296,6 +299,17 @@ impl Account {
         let path = self.session_file();
         write_private(&path, &text).with_context(|| format!("cannot write {}", path.display()))
     }
+}
+
+/// The HTTP client the SDK would make — its user agent and 30 s request timeout — on the
+/// daemon's one shared TLS configuration (`steward_tools::https`) rather than a verifier of
+/// its own, which would read the system's CA bundle again for each client.
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    steward_tools::https::client_builder()
+        .user_agent("matrix-rust-sdk")
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .context("cannot build the Matrix HTTP client")
 }
 
 /// Writes `path` readable by the owner only, whole or not at all (a temporary file renamed

@@ -122,7 +122,7 @@ impl std::fmt::Debug for BotApi {
 
 impl BotApi {
     pub fn new(api_url: &str, token: &str) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
+        let http = steward_tools::https::client_builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| ApiError::NotSent {
