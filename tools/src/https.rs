@@ -118,7 +118,9 @@ f6CuKJWDMTDq4ZKWVrEVLEWw1aqpxblUblFv5qfvLJz9Np8cVdzC+7oD
             got_a_request
         });
 
-        let client = client_builder().build().expect("a client with the shared TLS");
+        let client = client_builder()
+            .build()
+            .expect("a client with the shared TLS");
         let err = client
             .get(format!("https://localhost:{port}/"))
             .send()
@@ -126,7 +128,10 @@ f6CuKJWDMTDq4ZKWVrEVLEWw1aqpxblUblFv5qfvLJz9Np8cVdzC+7oD
             .expect_err("an untrusted certificate is refused");
         let chain = error_chain(&err).join(" <- ");
         assert!(chain.contains("InvalidCertificate"), "{chain}");
-        assert!(!server.join().expect("the server thread"), "a request got through");
+        assert!(
+            !server.join().expect("the server thread"),
+            "a request got through"
+        );
     }
 
     fn error_chain(err: &(dyn std::error::Error + 'static)) -> Vec<String> {

@@ -395,7 +395,10 @@ async fn model_check(config: &Config) -> Check {
         }
     };
     let url = format!("{}/models", model.base_url.trim_end_matches('/'));
-    let client = match steward_tools::https::client_builder().timeout(NETWORK_TIMEOUT).build() {
+    let client = match steward_tools::https::client_builder()
+        .timeout(NETWORK_TIMEOUT)
+        .build()
+    {
         Ok(client) => client,
         Err(e) => return fail("model", e.to_string(), "report this"),
     };
