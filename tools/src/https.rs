@@ -1,6 +1,7 @@
 //! One TLS client configuration for every HTTPS client the daemon builds: the model's, the
 //! Telegram Bot API's, Matrix's, an MCP server's over HTTP, and the `http_request` and
-//! `web_search` tools' (email keeps its own: `email.ca_file` adds roots to it).
+//! `web_search` tools', and IMAP's unless `email.ca_file` adds roots of its own (lettre's SMTP
+//! client makes its own setup).
 //!
 //! Why one: reqwest makes a certificate verifier for every client it builds, and the platform
 //! verifier reads and parses the system's whole CA bundle for each (144 certificates, 220 KB of
@@ -25,6 +26,16 @@ pub fn client_builder() -> reqwest::ClientBuilder {
         Some(config) => builder.tls_backend_preconfigured(config.clone()),
         None => builder,
     }
+}
+
+/// The shared configuration without ALPN, for TLS that does not carry HTTP (IMAP); `None`
+/// when the system's roots cannot be loaded (the caller sets up its own and says why).
+pub fn tls_config_without_alpn() -> Option<rustls::ClientConfig> {
+    shared_config().map(|config| {
+        let mut config = config.clone();
+        config.alpn_protocols.clear();
+        config
+    })
 }
 
 /// The shared configuration, made on first use; `None` if the system's roots cannot be
@@ -92,6 +103,8 @@ f6CuKJWDMTDq4ZKWVrEVLEWw1aqpxblUblFv5qfvLJz9Np8cVdzC+7oD
             first.alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         );
+        let imap = tls_config_without_alpn().expect("the same configuration");
+        assert!(imap.alpn_protocols.is_empty());
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();

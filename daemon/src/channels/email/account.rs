@@ -148,8 +148,14 @@ pub enum AccountError {
 }
 
 /// The TLS client setup: the system's roots plus `email.ca_file`, and that file's PEM
-/// (for the SMTP client).
+/// (for the SMTP client). Without a `ca_file` it is the daemon's shared setup
+/// (`steward_tools::https`), so the system's CA bundle is not read once more for IMAP.
 fn tls_config(config: &EmailConfig) -> anyhow::Result<(rustls::ClientConfig, Vec<u8>)> {
+    if config.ca_file.is_none()
+        && let Some(shared) = steward_tools::https::tls_config_without_alpn()
+    {
+        return Ok((shared, Vec::new()));
+    }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let (extra_roots, extra_roots_pem) = match &config.ca_file {
         Some(path) => {
