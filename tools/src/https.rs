@@ -54,15 +54,25 @@ fn shared_config() -> Option<&'static rustls::ClientConfig> {
 }
 
 fn build_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let mut config = verifying_config(Vec::new())?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A client configuration, without ALPN, that verifies servers against the system's roots
+/// and `extra_roots`: the shared one has none; email's has `email.ca_file`'s. Each call
+/// reads the system's CA bundle, so it is for setups that cannot share.
+pub fn verifying_config(
+    extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+) -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier = rustls_platform_verifier::Verifier::new(provider.clone())?;
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())?;
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+        .with_no_client_auth())
 }
 
 #[cfg(test)]

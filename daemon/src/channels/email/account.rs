@@ -156,7 +156,6 @@ fn tls_config(config: &EmailConfig) -> anyhow::Result<(rustls::ClientConfig, Vec
     {
         return Ok((shared, Vec::new()));
     }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let (extra_roots, extra_roots_pem) = match &config.ca_file {
         Some(path) => {
             use pki_types::pem::PemObject;
@@ -172,14 +171,7 @@ fn tls_config(config: &EmailConfig) -> anyhow::Result<(rustls::ClientConfig, Vec
         }
         None => (Vec::new(), Vec::new()),
     };
-    let verifier =
-        rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())
-            .context("cannot set up TLS certificate verification")?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS setup")?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+    let tls = steward_tools::https::verifying_config(extra_roots)
+        .context("cannot set up TLS certificate verification")?;
     Ok((tls, extra_roots_pem))
 }
