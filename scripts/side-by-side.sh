@@ -9,9 +9,13 @@
 # ZEROCLAW_SRC: a ZeroClaw checkout (default: cloned into /var/cache/steward-zeroclaw);
 # ZEROCLAW_REV: the commit measured (default below: the last one whose declared toolchain,
 # Rust 1.87+, this machine's 1.95 satisfies — the next commit raised it to 1.96.1).
-# ZeroClaw's lock file pins one git dependency (whatsapp-rust, an optional channel); where
-# github.com is unreachable, point GIT_CONFIG_* at a local mirror of it (see the README).
-# The ZeroClaw build takes 30–60 minutes on 2 cores.
+# ZeroClaw's lock file pins one git dependency (whatsapp-rust, an optional channel). Where
+# github.com is unreachable, clone ZeroClaw from a mirror into ZEROCLAW_SRC first and point
+# git at a mirror of that dependency through the environment, for example:
+#   GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=url./mirrors/whatsapp-rust.insteadOf \
+#   GIT_CONFIG_VALUE_0=https://github.com/oxidezap/whatsapp-rust scripts/side-by-side.sh
+# (cargo fetches it with the git command line here, which honours `insteadOf`).
+# The ZeroClaw build takes 20–60 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
