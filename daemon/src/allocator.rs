@@ -1,5 +1,5 @@
 //! Giving back to the system the memory a burst of work freed, and the pages of the
-//! daemon's own binary that only its start used.
+//! daemon's own binary and of its shared libraries that only its start used.
 //!
 //! glibc's allocator keeps what the program frees for reuse, and returns pages only from
 //! the top of a heap, so after a burst — reading a config of 10,000 jobs, writing them into
@@ -43,6 +43,19 @@
 //! written (the relocated `.data.rel.ro`, which the loader patched and then made read-only)
 //! is left alone: dropping it would bring back the file's unpatched bytes.
 //!
+//! The shared libraries' code and read-only data (libc, libm, the dynamic loader) are
+//! released the same way, for the same reason: the start ran their name lookups, locale,
+//! TLS and number-formatting code once, and the kernel kept 64 KB around each page it used.
+//! Their pages are shared with every other process that maps those files, so dropping them
+//! from this process frees nothing in the page cache; it only stops counting them as the
+//! daemon's. Measured on 2026-12-07 (release build, every channel, the mappings dropped from
+//! outside with gdb 3 s after READY): the libraries' resident pages 2.2 MB before, 0.3 MB
+//! right after, 1.1 MB 10 s and 1.4 MB 30 s later. Any mapping of a file that is private,
+//! read-only and holds no written page is dropped by the same rule — what the kernel itself
+//! does to such pages under memory pressure — and nothing else: not the loader's relocated
+//! data, not shared mappings (the Matrix store's SQLite `-shm` files), not the kernel's
+//! `[vdso]`.
+//!
 //! The workspace denies `unsafe`; this module holds its only exceptions (see the SAFETY notes).
 
 /// Caps the number of allocator arenas at `arenas` — one per runtime worker thread (see the
@@ -83,24 +96,22 @@ pub(crate) fn release_freed_memory() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub(crate) fn release_freed_memory() {}
 
-/// Unmaps the pages of the daemon's own binary that nothing wrote (see the module docs); a
-/// mapping it cannot read about is left as it is.
+/// Unmaps the pages of the daemon's binary and shared libraries that nothing wrote (see the
+/// module docs); a mapping it cannot read about is left as it is.
 #[cfg(target_os = "linux")]
 #[expect(unsafe_code, reason = "madvise has no safe binding")]
 pub(crate) fn release_code_pages() {
-    let Ok(binary) = std::fs::read_link("/proc/self/exe") else {
-        return;
-    };
     let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return;
     };
-    for region in unwritten_binary_mappings(&smaps, &binary.to_string_lossy()) {
-        // SAFETY: the range is one whole mapping of this process's own executable file,
+    for region in unwritten_file_mappings(&smaps) {
+        // SAFETY: the range is one whole mapping of a file (the executable, a shared library),
         // private, not writable and with no page written (`Anonymous: 0 kB`), so every page
         // of it is the file's bytes as the page cache holds them. MADV_DONTNEED on such a
         // mapping only removes the page table entries: the next access faults the same bytes
         // back in from the file, so no thread running or reading this code can see anything
-        // different. The executable cannot be written while it runs (ETXTBSY), and a page a
+        // different — it is what the kernel's own reclaim does to these pages at any time. A
+        // file changed in place while mapped would be read the same way by either. A page a
         // debugger or a uprobe patched is a written page, so its mapping is not in the list.
         // The answer (whether the kernel accepted) changes nothing: refused, the pages stay.
         unsafe {
@@ -116,10 +127,11 @@ pub(crate) fn release_code_pages() {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn release_code_pages() {}
 
-/// The address ranges in `smaps` (the text of `/proc/self/smaps`) that map the file `binary`
-/// privately and read-only with no page written: the ones [`release_code_pages`] may unmap.
+/// The address ranges in `smaps` (the text of `/proc/self/smaps`) that map a file privately
+/// and read-only with no page written: the ones [`release_code_pages`] may unmap. A file is a
+/// path (it starts with `/`); the kernel's own mappings (`[vdso]`, `[heap]`) are not files.
 #[cfg(any(target_os = "linux", test))]
-fn unwritten_binary_mappings(smaps: &str, binary: &str) -> Vec<std::ops::Range<usize>> {
+fn unwritten_file_mappings(smaps: &str) -> Vec<std::ops::Range<usize>> {
     let mut found = Vec::new();
     // The mapping whose fields are being read, if it is one of the binary's read-only ones.
     let mut current: Option<std::ops::Range<usize>> = None;
@@ -128,7 +140,7 @@ fn unwritten_binary_mappings(smaps: &str, binary: &str) -> Vec<std::ops::Range<u
             current = range.and_then(|(range, perms, path)| {
                 let read_only_private =
                     perms.starts_with('r') && perms.get(1..2) == Some("-") && perms.ends_with('p');
-                (read_only_private && path == binary).then_some(range)
+                (read_only_private && path.starts_with('/')).then_some(range)
             });
         } else if let Some(kb) = line.strip_prefix("Anonymous:")
             && let Some(range) = current.take()
@@ -163,7 +175,8 @@ mod tests {
     use super::*;
 
     /// A shortened smaps of a running daemon: its binary's four mappings (read-only data,
-    /// code, the relocated data made read-only, writable data), the heap, a library.
+    /// code, the relocated data made read-only, writable data), the heap, libraries' code,
+    /// read-only data and written data, a shared file, the kernel's vDSO.
     const SMAPS: &str = "\
 55d0c0000000-55d0c03ce000 r--p 00000000 fd:01 1234                       /usr/bin/steward
 Rss:                1800 kB
@@ -181,27 +194,37 @@ Anonymous:            64 kB
 Anonymous:          1284 kB
 7f0000000000-7f0000100000 r-xp 00028000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
 Anonymous:             0 kB
-7f0000200000-7f0000300000 r-xp 00000000 fd:01 1234                       /usr/bin/steward-old
+7f0000100000-7f0000140000 r--p 00128000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:            16 kB
+7f0000140000-7f0000148000 rw-p 00168000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             8 kB
+7f0000150000-7f0000160000 r--p 00000000 fd:01 98                         /usr/lib/x86_64-linux-gnu/libm.so.6
+Anonymous:             0 kB
+7f0000200000-7f0000208000 rw-s 00000000 fd:01 77                         /data/matrix/state.sqlite3-shm
+Anonymous:             0 kB
+7f0000300000-7f0000302000 r--s 00000000 fd:01 78                         /data/readonly-shared
+Anonymous:             0 kB
+7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
 Anonymous:             0 kB
 ";
 
     #[test]
-    fn only_the_binarys_unwritten_read_only_mappings_are_released() {
+    fn only_unwritten_read_only_private_file_mappings_are_released() {
         assert_eq!(
-            unwritten_binary_mappings(SMAPS, "/usr/bin/steward"),
+            unwritten_file_mappings(SMAPS),
             vec![
+                // The binary's read-only data and code, not its relocated data.
                 0x55d0_c000_0000..0x55d0_c03c_e000,
                 0x55d0_c03c_e000..0x55d0_c1f0_0000,
+                // libc's code (its partly written read-only data stays), libm's data.
+                0x7f00_0000_0000..0x7f00_0010_0000,
+                0x7f00_0015_0000..0x7f00_0016_0000,
             ]
         );
-        assert!(unwritten_binary_mappings(SMAPS, "/usr/bin/other").is_empty());
-        // A path with spaces, and one the binary was replaced under, are whole paths.
+        // A path with spaces, and one the binary was replaced under, are files too.
         let spaced =
             "1000-2000 r-xp 00000000 fd:01 7 /opt/my apps/steward (deleted)\nAnonymous: 0 kB\n";
-        assert_eq!(
-            unwritten_binary_mappings(spaced, "/opt/my apps/steward (deleted)"),
-            vec![0x1000..0x2000]
-        );
+        assert_eq!(unwritten_file_mappings(spaced), vec![0x1000..0x2000]);
     }
 
     #[test]
@@ -219,18 +242,17 @@ Anonymous:             0 kB
             Some(None)
         ));
         let odd = "1000-2000 r-xp 0 fd:01 7 /usr/bin/steward\nAnonymous: 4 kB\n";
-        assert!(unwritten_binary_mappings(odd, "/usr/bin/steward").is_empty());
+        assert!(unwritten_file_mappings(odd).is_empty());
     }
 
-    /// The test binary releases its own code and keeps running it: the pages come back as
-    /// they are used, with the same bytes.
+    /// The test binary releases its own code and its libraries' and keeps running them: the
+    /// pages come back as they are used, with the same bytes.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_process_runs_on_after_releasing_its_code() {
-        fn binary_resident_kb() -> u64 {
-            let binary = std::fs::read_link("/proc/self/exe").unwrap();
+        fn file_resident_kb() -> u64 {
             let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let ranges = unwritten_binary_mappings(&smaps, &binary.to_string_lossy());
+            let ranges = unwritten_file_mappings(&smaps);
             let mut resident = 0;
             let mut counting = false;
             for line in smaps.lines() {
@@ -242,15 +264,18 @@ Anonymous:             0 kB
             }
             resident
         }
-        let before = binary_resident_kb();
+        let before = file_resident_kb();
         let checksum = |text: &str| {
             text.bytes()
                 .fold(0u64, |sum, b| sum.wrapping_mul(31) + u64::from(b))
         };
         let expected = checksum(SMAPS);
         release_code_pages();
-        let after = binary_resident_kb();
-        assert!(before > 0, "the test binary's code was resident");
+        let after = file_resident_kb();
+        assert!(
+            before > 0,
+            "the test binary's code and libraries were resident"
+        );
         assert!(
             after < before,
             "released: {before} kB resident before, {after} kB after"
@@ -261,9 +286,9 @@ Anonymous:             0 kB
             "the binary's bytes read back the same"
         );
         assert_eq!(
-            unwritten_binary_mappings(SMAPS, "/usr/bin/steward").len(),
-            2,
-            "its code still runs"
+            unwritten_file_mappings(SMAPS).len(),
+            4,
+            "its code and libc's still run"
         );
     }
 }
