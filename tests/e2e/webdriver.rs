@@ -1,8 +1,10 @@
 //! A small W3C WebDriver client over Debian's `chromedriver` driving headless `chromium`:
 //! enough to open pages, find elements by CSS selector, click, type, read text and take
 //! screenshots. Each [`Browser`] runs its own chromedriver on a free port and a fresh
-//! profile, closed when dropped.
+//! profile, closed when dropped: the session is ended first, which makes chromedriver quit
+//! its Chromium (killing only the driver left the browser running after the tests).
 
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,8 +21,29 @@ pub struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        end_session(&self.base);
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+    }
+}
+
+/// `DELETE` of the session at `base` (`http://HOST:PORT/session/ID`), over a plain socket
+/// because `drop` cannot await; chromedriver answers once its Chromium has quit.
+fn end_session(base: &str) {
+    let Some((host, path)) = base
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect(host) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!("DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_ok() {
+        // The answer's first bytes are enough: chromedriver keeps the connection open after.
+        let _ = stream.read(&mut [0; 4096]);
     }
 }
 
