@@ -133,7 +133,7 @@ pub(crate) fn release_code_pages() {}
 #[cfg(any(target_os = "linux", test))]
 fn unwritten_file_mappings(smaps: &str) -> Vec<std::ops::Range<usize>> {
     let mut found = Vec::new();
-    // The mapping whose fields are being read, if it is one of the binary's read-only ones.
+    // The mapping whose fields are being read, if it is a read-only private file mapping.
     let mut current: Option<std::ops::Range<usize>> = None;
     for line in smaps.lines() {
         if let Some(range) = mapping_header(line) {
