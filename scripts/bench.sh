@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Writes BENCHMARKS.md: every benchmark run several times on this machine, each result the
-# median of the runs (the range in brackets), with the command that produced it.
-#   scripts/bench.sh          # 3 full runs of each, then one soak (about an hour on 2 cores)
-#   scripts/bench.sh quick    # one short run of each (a few minutes)
+# Regenerates the measured part at the top of BENCHMARKS.md: every benchmark run several times
+# on this machine (each figure the median of the runs, the range in brackets) with the command
+# that produced it, Steward and ZeroClaw side by side with their ratios, and the soak once.
+# Everything from the line KEPT (below) to the end of BENCHMARKS.md — what each session
+# measured and found, in the order it was found — is kept as it is, so a regeneration never
+# loses a finding; the script stops before measuring anything if that line is missing.
+#   scripts/bench.sh          # 3 runs of each, the side by side, one soak (~2 h on 2 cores)
+#   scripts/bench.sh quick    # one short run of each, the side by side once, a short soak
 #   RUNS=5 scripts/bench.sh
-# Needs the mail stack (tests/mail/stack.sh; the email benchmark and the idle measurement).
+# Starts the loopback mail stack and Synapse. The web bench needs Chromium and chromedriver;
+# the side by side builds ZeroClaw through scripts/side-by-side.sh (see there where github.com
+# is unreachable). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
@@ -14,10 +20,18 @@ if [ "$mode" = quick ]; then
     runs=1
     args=(-- quick)
 fi
+KEPT='<!-- Kept by scripts/bench.sh: everything below is the record of what was measured and found, session by session. -->'
+if ! grep -qxF -- "$KEPT" BENCHMARKS.md; then
+    echo "bench.sh: BENCHMARKS.md has no line '$KEPT'; it would lose the record below the figures" >&2
+    exit 1
+fi
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 tests/mail/stack.sh start
+tests/matrix/synapse.sh start
 cargo build --release -q -p steward-daemon
+binary_bytes=$(stat -c %s "$CARGO_TARGET_DIR/release/steward")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -r -- "$work"' EXIT
 
 benches=(
     "steward-daemon foundation ingest throughput and latency, cancel latency, start-up, RSS"
@@ -25,28 +39,36 @@ benches=(
     "steward-daemon channels 10,000 scheduled jobs; a burst of 10,000 file changes"
     "steward-daemon webhook signed deliveries/s and latency"
     "steward-daemon email arrival to event, a burst and a backlog of mail, RSS with IMAP idle"
-    "steward-tools pipeline tool pipeline overhead, batch speed-up, command classification"
+    "steward-daemon matrix message in to event, owner message out to the owner's client, RSS"
+    "steward-daemon web the owner's page with 10,000 items, idle RSS with it on and off, SSE fan-out"
+    "steward-daemon sandbox what the Landlock sandbox costs per command"
+    "steward-tools pipeline tool pipeline overhead, batch speed-up"
+    "steward-tools classify shell-command classification speed on the safety corpus"
     "steward-tools search tool search quality (R@k, MRR) and latency on the dev corpora"
 )
 {
     echo "# Benchmarks"
     echo
-    echo "Produced by \`scripts/bench.sh ${mode}\` on $(date -u +%Y-%m-%d) ($(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(rustc --version))."
-    echo "Each figure is the median of ${runs} run(s); [low–high] is the range over the runs."
-    echo "The load generators share the machine's cores with the daemon."
+    echo "Produced by \`scripts/bench.sh ${mode}\` on $(date -u +%Y-%m-%d) at $(git rev-parse --short HEAD) ($(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(rustc --version))."
+    echo "Each figure is the median of ${runs} run(s); [low–high] is the range over the runs (a number"
+    echo "without a range was the same in every run). The load generators share the machine's two"
+    echo "cores with the daemon. Bench binaries are built with the \`bench\` profile (the release"
+    echo "profile with symbols and line tables), so their RSS figures sit a little above the release"
+    echo "binary's in the side by side. The record of what each session measured and changed follows"
+    echo "the figures."
     echo
-    echo "## Binary, start-up, idle memory"
+    echo "## Side by side with ZeroClaw — start, idle memory with every channel, webhook deliveries"
     echo
-    echo "Command: \`cargo build --release\`, then \`scripts/idle_and_startup.py target/release/steward ${runs}\`."
+    echo "Command: \`scripts/side-by-side.sh ${runs}\` (release binaries; Steward's is ${binary_bytes} bytes)."
+    echo "Both daemons run the channels both can run here, the model provider pointed at a closed"
+    echo "loopback port (see \`scripts/side_by_side.py\` for each one's configuration). Start to ready"
+    echo "is spawn until the webhook port accepts; idle RSS is the daemon's own process 10 s later;"
+    echo "the load is the webhook bench's generator at concurrency 64 for 10 s. Steward answers 202"
+    echo "once a delivery is durable in its inbox; ZeroClaw answers 200 once it is queued in memory."
     echo
-    echo '```'
-    echo "release binary: $(stat -c %s target/release/steward) bytes"
 } >"$work/report.md"
-for i in $(seq "$runs"); do
-    python3 scripts/idle_and_startup.py target/release/steward 1 >"$work/idle.$i.txt"
-done
-python3 scripts/median_lines.py "$work"/idle.*.txt >>"$work/report.md"
-echo '```' >>"$work/report.md"
+echo "running the side by side ($runs run(s))" >&2
+scripts/side-by-side.sh "$runs" >>"$work/report.md"
 
 for entry in "${benches[@]}"; do
     read -r package bench what <<<"$entry"
@@ -77,6 +99,7 @@ cargo bench -q -p steward-daemon --bench soak "${args[@]}" 2>/dev/null | grep -v
     echo '```'
     cat "$work/soak.txt"
     echo '```'
+    echo
+    awk -v kept="$KEPT" '$0 == kept { found = 1 } found' BENCHMARKS.md
 } >>"$work/report.md"
-cp "$work/report.md" BENCHMARKS.md
-echo "wrote BENCHMARKS.md" >&2
+mv "$work/report.md" BENCHMARKS.md

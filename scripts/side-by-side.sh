@@ -29,13 +29,13 @@ git -C "$src" checkout -q "$rev"
     cargo build --release --locked --bin zeroclaw)
 work=$(mktemp -d)
 trap 'rm -r -- "$work"' EXIT
-# The daemon as a user builds it, copied before the load generator's build (a bench target
-# pulls in dev-dependency features and relinks target/release/steward).
+# The daemon as a user builds it, copied before the load generator's build (the bench profile
+# with dev-dependency features links its own steward into target/release/steward).
 # CARGO_TARGET_DIR is exported so that tests/matrix/synapse.sh finds its venv beside the build.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --release -q -p steward-daemon
 cp "$CARGO_TARGET_DIR/release/steward" "$work/steward"
-loadgen=$(cargo build --release -q -p steward-daemon --bench webhook --message-format=json |
+loadgen=$(cargo bench --no-run -q -p steward-daemon --bench webhook --message-format=json |
     python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "webhook"][-1])')
 tests/mail/stack.sh start
 tests/matrix/synapse.sh start
