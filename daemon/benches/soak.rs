@@ -4,8 +4,10 @@
 //! which goes through the ledger) and then a text — the whole path, compaction included.
 //! Every second it samples the daemon's RSS, CPU time and the data dir's size on disk
 //! (allocated blocks). The load is steady (2,500 events/s) and retentions are one minute
-//! (`0.0007` days), so that inbox, ledger and trajectory purges run many times during the
-//! run; what must be seen:
+//! (`0.0007` days), so that inbox, ledger, trajectory and owner outbox purges run many times
+//! during the run (every turn's answer is an owner message; kept for the default 90 days,
+//! they alone grew the data dir by ~210 MB per 100,000 events, see BENCHMARKS.md); what must
+//! be seen:
 //! - RSS plateaus: the peak of the second half of the run is within a few MB of the first
 //!   half's, and its trend over the second half is flat;
 //! - the data dir stops growing once the first retention has passed (sled reuses the space
@@ -261,7 +263,7 @@ async fn main() {
     let config = format!(
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}/v1\"\nmodel = \"soak\"\n\n\
          [inbox]\ndedupe_retention_days = {RETENTION_DAYS}\n\n[tools]\nledger_retention_days = {RETENTION_DAYS}\n\n\
-         [trajectory]\nretention_days = {RETENTION_DAYS}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n\
+         [trajectory]\nretention_days = {RETENTION_DAYS}\n\n[owner]\noutbox_retention_days = {RETENTION_DAYS}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n\
          [senders]\nowner = [\"webhook:soak\"]\n\n\
          [[webhook.routes]]\nname = \"soak\"\nauth = \"github\"\nsecret_env = \"SOAK_SECRET\"\nrate_per_min = 1000000\n\
          text = \"push {{body.note}} to {{body.repository.full_name}}\"\n"
