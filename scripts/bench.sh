@@ -8,9 +8,9 @@
 #   scripts/bench.sh          # 3 runs of each, the side by side, one soak (~2 h on 2 cores)
 #   scripts/bench.sh quick    # one short run of each, the side by side once, a short soak
 #   RUNS=5 scripts/bench.sh
-# Starts the loopback mail stack and Synapse. The web bench needs Chromium and chromedriver;
-# the side by side builds ZeroClaw through scripts/side-by-side.sh (see there where github.com
-# is unreachable). Honours CARGO_TARGET_DIR.
+# The side by side and the email and matrix benches start the loopback mail stack and Synapse
+# themselves; the side by side builds ZeroClaw through scripts/side-by-side.sh (see there
+# where github.com is unreachable). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
@@ -26,8 +26,6 @@ if ! grep -qxF -- "$KEPT" BENCHMARKS.md; then
     exit 1
 fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-tests/mail/stack.sh start
-tests/matrix/synapse.sh start
 cargo build --release -q -p steward-daemon
 binary_bytes=$(stat -c %s "$CARGO_TARGET_DIR/release/steward")
 work=$(mktemp -d)

@@ -303,9 +303,9 @@ const START_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
 /// channel has said where it stands — logged in and synced, its first pass over the jobs done,
 /// or down — or [`START_SETTLE`] after the daemon began, the heap's freed pages and the code
 /// pages of the binary and its libraries; then the code pages once a minute, so that what
-/// stays resident is the code the last minute ran. Waiting for the channels rather than a fixed time is what keeps
-/// the logins' code (TLS, Matrix's keys, the config's jobs written) from staying mapped for
-/// the first minute.
+/// stays resident is the code the last minute ran. Waiting for the channels rather than a
+/// fixed time is what keeps the logins' code (TLS, Matrix's keys, the config's jobs written)
+/// from staying mapped for the first minute.
 async fn release_memory_after_start_and_every_minute(
     status: std::sync::Arc<crate::status::StatusBoard>,
     shutdown: CancellationToken,
