@@ -3,16 +3,18 @@
 //! deliveries, while a scripted model answers every turn with a tool call (`memory_write`,
 //! which goes through the ledger) and then a text — the whole path, compaction included.
 //! Every second it samples the daemon's RSS, CPU time and the data dir's size on disk
-//! (allocated blocks). The load is steady (2,500 events/s) and retentions are one minute
-//! (`0.0007` days), so that inbox, ledger, trajectory and owner outbox purges run many times
-//! during the run (every turn's answer is an owner message; kept for the default 90 days,
-//! they alone grew the data dir by ~210 MB per 100,000 events, see BENCHMARKS.md); what must
-//! be seen:
+//! (allocated blocks). The load is steady (2,500 events/s) and the inbox's, ledger's and
+//! trajectory's retentions are one minute (`0.0007` days), so that their purges run many times
+//! during the run. Owner messages (every turn's answer is one) are kept for the default 90
+//! days, as a user's are: they are what the run genuinely keeps, a few hundred bytes each.
+//! What must be seen:
 //! - RSS plateaus: the peak of the second half of the run is within a few MB of the first
 //!   half's, and its trend over the second half is flat;
-//! - the data dir stops growing once the first retention has passed (sled reuses the space
-//!   of what was purged; it never shrinks its file, so the size stays at that level after
-//!   the load stops).
+//! - the data dir stops growing once the first retention has passed, apart from the owner
+//!   messages kept (sled reuses the space of what was purged; it never shrinks its file, so
+//!   the size stays at that level after the load stops). Before sled's segment cleaner was
+//!   mended, those messages pinned segments that were otherwise dead and grew the data dir
+//!   by ~210 MB per 100,000 events (see vendor/sled/STEWARD.md, change 5, and BENCHMARKS.md).
 //!
 //! The webhook route's sender is configured as an owner, so that its turns' tool calls run
 //! instead of waiting for confirmation (as untrusted content would make them).
@@ -263,7 +265,7 @@ async fn main() {
     let config = format!(
         "[model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{model_port}/v1\"\nmodel = \"soak\"\n\n\
          [inbox]\ndedupe_retention_days = {RETENTION_DAYS}\n\n[tools]\nledger_retention_days = {RETENTION_DAYS}\n\n\
-         [trajectory]\nretention_days = {RETENTION_DAYS}\n\n[owner]\noutbox_retention_days = {RETENTION_DAYS}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n\
+         [trajectory]\nretention_days = {RETENTION_DAYS}\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n\
          [senders]\nowner = [\"webhook:soak\"]\n\n\
          [[webhook.routes]]\nname = \"soak\"\nauth = \"github\"\nsecret_env = \"SOAK_SECRET\"\nrate_per_min = 1000000\n\
          text = \"push {{body.note}} to {{body.repository.full_name}}\"\n"

@@ -105,18 +105,22 @@ pub(crate) struct SegmentCleaner {
 
 impl SegmentCleaner {
     pub(crate) fn pop(&self) -> Option<(PageId, LogOffset)> {
+        // Steward's change (see STEWARD.md): a segment whose pages are all
+        // taken is dropped and the next one is asked, instead of answering
+        // "nothing to clean" while other segments wait. The flusher stops
+        // cleaning at the first `None`, so it drained one segment a second
+        // and stable pages pinned segments faster than it freed them.
         let mut inner = self.inner.lock();
-        let offset = {
-            let (offset, pids) = inner.iter_mut().next()?;
-            if !pids.is_empty() {
-                let pid = pids.iter().next().copied().unwrap();
-                pids.remove(&pid);
-                return Some((pid, *offset));
-            }
-            *offset
-        };
-        inner.remove(&offset);
-        None
+        loop {
+            let offset = {
+                let (offset, pids) = inner.iter_mut().next()?;
+                if let Some(pid) = pids.pop_first() {
+                    return Some((pid, *offset));
+                }
+                *offset
+            };
+            inner.remove(&offset);
+        }
     }
 
     fn add_pids(&self, offset: LogOffset, pids: BTreeSet<PageId>) {
