@@ -111,16 +111,13 @@ impl SegmentCleaner {
         // cleaning at the first `None`, so it drained one segment a second
         // and stable pages pinned segments faster than it freed them.
         let mut inner = self.inner.lock();
-        loop {
-            let offset = {
-                let (offset, pids) = inner.iter_mut().next()?;
-                if let Some(pid) = pids.pop_first() {
-                    return Some((pid, *offset));
-                }
-                *offset
-            };
-            inner.remove(&offset);
+        while let Some(mut segment) = inner.first_entry() {
+            if let Some(pid) = segment.get_mut().pop_first() {
+                return Some((pid, *segment.key()));
+            }
+            segment.remove();
         }
+        None
     }
 
     fn add_pids(&self, offset: LogOffset, pids: BTreeSet<PageId>) {
