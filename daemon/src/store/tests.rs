@@ -704,3 +704,86 @@ fn records_kept_among_records_that_come_and_go_do_not_grow_the_data_dir() {
         size_after_warm_up as f64 / 1e6
     );
 }
+
+/// Set in the child process of the cache test below: the data dir it reads.
+const CACHE_PROBE_DIR: &str = "STEWARD_TEST_CACHE_PROBE_DIR";
+
+/// Reading a large store once (a listing of every owner message, retention walking old
+/// records, sled's cleaner moving kept pages) must leave the process near the store's
+/// configured cache, not holding every page it read. sled's cache counted a page only once
+/// 64 reads of its shard had queued up, across 256 shards, so up to ~16,000 pages read stayed
+/// in memory uncounted: this read left 42.9 MB more resident under the 4 MB cache (see
+/// vendor/sled/STEWARD.md, change 6).
+///
+/// The read runs in a child process (this test binary run again for this test alone, with
+/// [`CACHE_PROBE_DIR`] set), whose resident memory is its own whatever else this binary's
+/// tests do at the same time.
+#[test]
+fn reading_a_large_store_once_keeps_memory_near_the_configured_cache() {
+    const RECORDS: u64 = 40_000;
+    const RECORD_BYTES: usize = 1_000;
+    if let Some(dir) = std::env::var_os(CACHE_PROBE_DIR) {
+        let store = Store::open(Path::new(&dir)).unwrap();
+        let before = resident_kb();
+        let read: usize = store.log.iter().map(|item| item.unwrap().1.len()).sum();
+        println!(
+            "read {read} bytes; resident grew by {} kB",
+            resident_kb() - before
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    {
+        let store = Store::open(&db).unwrap();
+        let mut writes = super::BatchedWrites::new(&store.log);
+        for n in 0..RECORDS {
+            let record = sled::IVec::from(vec![(n % 251) as u8; RECORD_BYTES]);
+            writes.insert(&keys::event(n), record).unwrap();
+        }
+        writes.finish().unwrap();
+        store.db.flush().unwrap();
+    }
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::reading_a_large_store_once_keeps_memory_near_the_configured_cache",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CACHE_PROBE_DIR, &db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(child.status.success(), "the child failed: {stdout}");
+    // libtest prints the test's name on the same line, before what the test prints.
+    let line = stdout
+        .lines()
+        .find_map(|line| line.get(line.find("read ")?..))
+        .unwrap_or_else(|| panic!("no measurement in the child's output: {stdout}"));
+    assert!(
+        line.starts_with(&format!("read {} bytes", RECORDS as usize * RECORD_BYTES)),
+        "{line}"
+    );
+    let grown_kb: u64 = line
+        .rsplit_once("grew by ")
+        .and_then(|(_, rest)| rest.strip_suffix(" kB")?.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable measurement: {line}"));
+    let grown_mb = grown_kb as f64 / 1024.0;
+    println!("{line}");
+    assert!(
+        grown_mb < 12.0,
+        "reading a {} MB store once left {grown_mb:.1} MB more resident (cache: 4 MB)",
+        RECORDS as usize * RECORD_BYTES / 1_000_000
+    );
+}
+
+/// This process's resident memory (`VmRSS`), in kB.
+fn resident_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kb| kb.trim().strip_suffix(" kB")?.parse().ok())
+        .unwrap()
+}
