@@ -787,3 +787,91 @@ fn resident_kb() -> u64 {
         .and_then(|kb| kb.trim().strip_suffix(" kB")?.parse().ok())
         .unwrap()
 }
+
+/// Set in the child process of the idle test below: the data dir it uses.
+const IDLE_PROBE_DIR: &str = "STEWARD_TEST_IDLE_PROBE_DIR";
+
+/// After a burst has come and gone (events written, then purged), an idle store must cost
+/// next to no CPU. sled's cleaner moved the last segment of the file towards its start
+/// whenever at least half of its segments were free — counting segments already cut off the
+/// end of the file — so once nothing was left to compact it moved the newest segment again
+/// and again: the soak's idle daemon spent half a core on ~17 million page moves a minute
+/// (see vendor/sled/STEWARD.md, change 7).
+///
+/// Runs in a child process, as the cache test above, so that the CPU time is the store's own.
+#[test]
+fn an_idle_store_after_a_burst_spends_no_cpu() {
+    const EVENTS: u64 = 60_000;
+    const IDLE: Duration = Duration::from_secs(4);
+    if let Some(dir) = std::env::var_os(IDLE_PROBE_DIR) {
+        let store = Store::open(Path::new(&dir)).unwrap();
+        let kept = store.db.open_tree("kept").unwrap();
+        let key = |n: u64| keys::event(n);
+        for n in 0..EVENTS {
+            store.log.insert(key(n), vec![1u8; 300]).unwrap();
+            if n % 4 == 0 {
+                kept.insert(n.to_be_bytes(), vec![3u8; 400]).unwrap();
+            }
+            if n % 5 == 0 {
+                store.db.flush().unwrap();
+            }
+        }
+        for n in 0..EVENTS {
+            store.log.remove(key(n)).unwrap();
+        }
+        store.db.flush().unwrap();
+        // The cleaning the purge calls for, then the idle that is measured.
+        std::thread::sleep(Duration::from_secs(3));
+        let before = cpu_ms();
+        std::thread::sleep(IDLE);
+        let cpu = cpu_ms() - before;
+        let size: u64 = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().metadata().unwrap().len())
+            .sum();
+        println!("idle cpu {cpu} ms, data dir {:.1} MB", size as f64 / 1e6);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::an_idle_store_after_a_burst_spends_no_cpu",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(IDLE_PROBE_DIR, dir.path().join("db"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(child.status.success(), "the child failed: {stdout}");
+    let line = stdout
+        .lines()
+        .find_map(|line| line.get(line.find("idle cpu ")?..))
+        .unwrap_or_else(|| panic!("no measurement in the child's output: {stdout}"));
+    println!("{line}");
+    let cpu_ms: u64 = line
+        .strip_prefix("idle cpu ")
+        .and_then(|rest| rest.split_once(" ms")?.0.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable measurement: {line}"));
+    assert!(
+        cpu_ms * 10 < IDLE.as_millis() as u64,
+        "an idle store spent {cpu_ms} ms of CPU in {} ms after a burst",
+        IDLE.as_millis()
+    );
+}
+
+/// This process's CPU time (user and system, `/proc/self/stat`), in ms.
+fn cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // The fields after the command's name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // Clock ticks are 100 a second on Linux (USER_HZ), whatever the kernel's HZ.
+    ticks * 10
+}

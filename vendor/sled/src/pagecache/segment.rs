@@ -960,7 +960,15 @@ impl SegmentAccountant {
 
         // if we have a lot of free segments in our whole file,
         // let's start relocating the current tip to boil it down
-        let free_segs = self.segments.iter().filter(|s| s.is_free()).count();
+        //
+        // Steward's change (see vendor/sled/STEWARD.md): only the free
+        // segments inside the file count (`self.free`; segments cut off its
+        // end by truncation stay `Free` in `self.segments`), and the last
+        // segment is moved only when a free segment lies below it, which is
+        // where its pages go. Otherwise, once nothing was left to compact,
+        // the newest segment was moved again at every deactivation, for ever:
+        // half a core spent by an idle store.
+        let free_segs = self.free.len();
         let inactive_segs =
             self.segments.iter().filter(|s| s.is_inactive()).count();
         let free_ratio = (free_segs * 100) / (1 + free_segs + inactive_segs);
@@ -972,8 +980,12 @@ impl SegmentAccountant {
             let segment_start =
                 (last_index * self.config.segment_size) as LogOffset;
 
-            let to_clean = self.segments[last_index].inactive_to_draining(lsn);
-            self.segment_cleaner.add_pids(segment_start, to_clean);
+            let lowest_free = self.free.iter().next().copied();
+            if lowest_free.map_or(false, |free| free < segment_start) {
+                let to_clean =
+                    self.segments[last_index].inactive_to_draining(lsn);
+                self.segment_cleaner.add_pids(segment_start, to_clean);
+            }
         }
 
         Ok(())
