@@ -666,12 +666,7 @@ fn records_kept_among_records_that_come_and_go_do_not_grow_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db")).unwrap();
     let kept = store.db.open_tree("kept").unwrap();
-    let size = || -> u64 {
-        std::fs::read_dir(dir.path().join("db"))
-            .unwrap()
-            .map(|entry| entry.unwrap().metadata().unwrap().len())
-            .sum()
-    };
+    let size = || dir_bytes(&dir.path().join("db"));
     let key = |prefix: u8, n: u64| {
         let mut key = [prefix; 9];
         key[1..].copy_from_slice(&n.to_be_bytes());
@@ -788,6 +783,14 @@ fn measured_in_child(test: &str, probe: &str, dir: &Path, marker: &str) -> Strin
     line
 }
 
+/// The bytes of the files directly in `dir` (sled's data dir has no subdirectories).
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
 /// This process's resident memory (`VmRSS`), in kB.
 fn resident_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -815,9 +818,8 @@ fn an_idle_store_after_a_burst_spends_no_cpu() {
     if let Some(dir) = std::env::var_os(IDLE_PROBE_DIR) {
         let store = Store::open(Path::new(&dir)).unwrap();
         let kept = store.db.open_tree("kept").unwrap();
-        let key = |n: u64| keys::event(n);
         for n in 0..EVENTS {
-            store.log.insert(key(n), vec![1u8; 300]).unwrap();
+            store.log.insert(keys::event(n), vec![1u8; 300]).unwrap();
             if n % 4 == 0 {
                 kept.insert(n.to_be_bytes(), vec![3u8; 400]).unwrap();
             }
@@ -826,7 +828,7 @@ fn an_idle_store_after_a_burst_spends_no_cpu() {
             }
         }
         for n in 0..EVENTS {
-            store.log.remove(key(n)).unwrap();
+            store.log.remove(keys::event(n)).unwrap();
         }
         store.db.flush().unwrap();
         // The cleaning the purge calls for, then the idle that is measured.
@@ -834,10 +836,7 @@ fn an_idle_store_after_a_burst_spends_no_cpu() {
         let before = cpu_ms();
         std::thread::sleep(IDLE);
         let cpu = cpu_ms() - before;
-        let size: u64 = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().metadata().unwrap().len())
-            .sum();
+        let size = dir_bytes(Path::new(&dir));
         println!("idle cpu {cpu} ms, data dir {:.1} MB", size as f64 / 1e6);
         return;
     }

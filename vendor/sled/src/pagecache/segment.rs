@@ -980,8 +980,7 @@ impl SegmentAccountant {
             let segment_start =
                 (last_index * self.config.segment_size) as LogOffset;
 
-            let lowest_free = self.free.iter().next().copied();
-            if lowest_free.map_or(false, |free| free < segment_start) {
+            if self.free.first().is_some_and(|&free| free < segment_start) {
                 let to_clean =
                     self.segments[last_index].inactive_to_draining(lsn);
                 self.segment_cleaner.add_pids(segment_start, to_clean);
