@@ -16,7 +16,7 @@ use matrix_sdk::ruma::events::room::message::{
     OriginalSyncRoomMessageEvent, RoomMessageEventContent,
 };
 use matrix_sdk::ruma::events::typing::SyncTypingEvent;
-use matrix_sdk::ruma::{OwnedEventId, OwnedUserId, UserId};
+use matrix_sdk::ruma::{OwnedDeviceId, OwnedEventId, OwnedUserId, UserId};
 use matrix_sdk::{Client, Room, RoomMemberships};
 use serde_json::{Value, json};
 use steward_protocol::EventRow;
@@ -171,6 +171,23 @@ impl Person {
         room
     }
 
+    /// Waits until this person's client has the keys of the device the daemon logged in as.
+    /// A client shares its room key with the devices it knows when it sends: a message sent
+    /// before it learnt of a new device can never be read by that device (as with any
+    /// client), so whoever tracked the assistant before the daemon's device existed (a room
+    /// made before the daemon started, a new login) waits for it before speaking.
+    async fn wait_to_know_device_of(&self, daemon: &TestDaemon, bot: &OwnedUserId) {
+        let device = daemon_device(daemon);
+        wait_until(60, "the client knows the daemon's device", || async {
+            self.client
+                .encryption()
+                .get_device(bot, &device)
+                .await
+                .is_ok_and(|found| found.is_some())
+        })
+        .await;
+    }
+
     async fn say(&self, room: &Room, text: &str) -> OwnedEventId {
         room.send(RoomMessageEventContent::text_plain(text))
             .await
@@ -186,6 +203,15 @@ fn matrix_config(url: &str, bot: &str, owners: &[&OwnedUserId], extra: &str) -> 
         "\n[matrix]\nhomeserver = \"{url}\"\nuser_id = \"@{bot}:localhost\"\npassword_env = \"{PASSWORD_ENV}\"\nowners = [{}]\n{extra}",
         owners.join(", ")
     )
+}
+
+/// The device the daemon logged in as, from its saved session.
+fn daemon_device(daemon: &TestDaemon) -> OwnedDeviceId {
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.path().join("matrix/session.json")).unwrap(),
+    )
+    .unwrap();
+    OwnedDeviceId::from(session["device_id"].as_str().unwrap())
 }
 
 fn start(config: &str) -> TestDaemon {
@@ -523,6 +549,10 @@ async fn strangers_unlisted_rooms_and_unmentioned_group_chatter_change_nothing()
             .is_ok_and(|m| m.len() == 3)
     })
     .await;
+    // Both tracked the assistant before its device existed (the owner made the room before
+    // the daemon started).
+    owner.wait_to_know_device_of(&daemon, &bot).await;
+    stranger.wait_to_know_device_of(&daemon, &bot).await;
     stranger.say(&joined, "steward, do something for me").await;
     owner.say(&listed, "just chatting with a friend").await;
     owner
@@ -990,25 +1020,8 @@ async fn an_access_token_logs_in_as_its_own_device_and_a_revoked_password_sessio
         .filter(|e| e.file_name().to_string_lossy().starts_with("store.old-"))
         .count();
     assert_eq!(aside, 1, "the old device's store is kept aside");
-    // The owner's client shares its room key with the devices it knows when it sends: a
-    // message sent before it learnt of the new device could never be read by it (as with
-    // any client), so the owner speaks once their client has the new device's keys.
-    let session: Value = serde_json::from_str(
-        &std::fs::read_to_string(daemon.path().join("matrix/session.json")).unwrap(),
-    )
-    .unwrap();
-    let device = session["device_id"].as_str().unwrap().to_owned();
-    assert_ne!(device, login.device_id.as_str(), "a new device");
-    wait_until(60, "the owner's client knows the new device", || async {
-        let device = matrix_sdk::ruma::OwnedDeviceId::from(device.as_str());
-        owner
-            .client
-            .encryption()
-            .get_device(&bot, &device)
-            .await
-            .is_ok_and(|found| found.is_some())
-    })
-    .await;
+    assert_ne!(daemon_device(&daemon), login.device_id, "a new device");
+    owner.wait_to_know_device_of(&daemon, &bot).await;
     owner.say(&room, "and now?").await;
     wait_until(60, "the answer from the new device", || async {
         owner
