@@ -60,7 +60,9 @@ benches=(
     echo "Command: \`scripts/side-by-side.sh ${runs}\` (release binaries; Steward's is ${binary_bytes} bytes)."
     echo "Both daemons run the channels both can run here, the model provider pointed at a closed"
     echo "loopback port (see \`scripts/side_by_side.py\` for each one's configuration). Start to ready"
-    echo "is spawn until the webhook port accepts; idle RSS is the daemon's own process 10 s later;"
+    echo "is spawn until the webhook port accepts; idle RSS is the daemon's own process 10 s later,"
+    echo "and the median of samples every 5 s from 10 s to 130 s (an idle daemon's periodic work moves"
+    echo "it: Steward's Matrix sync every 30 s maps code that its once-a-minute release unmapped);"
     echo "the load is the webhook bench's generator at concurrency 64 for 10 s. Steward answers 202"
     echo "once a delivery is durable in its inbox; ZeroClaw answers 200 once it is queued in memory."
     echo
