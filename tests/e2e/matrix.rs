@@ -171,17 +171,16 @@ impl Person {
         room
     }
 
-    /// Waits until this person's client has the keys of the device the daemon logged in as.
+    /// Waits until this person's client has the keys of `device`, the daemon's.
     /// A client shares its room key with the devices it knows when it sends: a message sent
     /// before it learnt of a new device can never be read by that device (as with any
     /// client), so whoever tracked the assistant before the daemon's device existed (a room
     /// made before the daemon started, a new login) waits for it before speaking.
-    async fn wait_to_know_device_of(&self, daemon: &TestDaemon, bot: &OwnedUserId) {
-        let device = daemon_device(daemon);
+    async fn wait_to_know(&self, bot: &OwnedUserId, device: &OwnedDeviceId) {
         wait_until(60, "the client knows the daemon's device", || async {
             self.client
                 .encryption()
-                .get_device(bot, &device)
+                .get_device(bot, device)
                 .await
                 .is_ok_and(|found| found.is_some())
         })
@@ -551,8 +550,9 @@ async fn strangers_unlisted_rooms_and_unmentioned_group_chatter_change_nothing()
     .await;
     // Both tracked the assistant before its device existed (the owner made the room before
     // the daemon started).
-    owner.wait_to_know_device_of(&daemon, &bot).await;
-    stranger.wait_to_know_device_of(&daemon, &bot).await;
+    let device = daemon_device(&daemon);
+    owner.wait_to_know(&bot, &device).await;
+    stranger.wait_to_know(&bot, &device).await;
     stranger.say(&joined, "steward, do something for me").await;
     owner.say(&listed, "just chatting with a friend").await;
     owner
@@ -1020,8 +1020,9 @@ async fn an_access_token_logs_in_as_its_own_device_and_a_revoked_password_sessio
         .filter(|e| e.file_name().to_string_lossy().starts_with("store.old-"))
         .count();
     assert_eq!(aside, 1, "the old device's store is kept aside");
-    assert_ne!(daemon_device(&daemon), login.device_id, "a new device");
-    owner.wait_to_know_device_of(&daemon, &bot).await;
+    let device = daemon_device(&daemon);
+    assert_ne!(device, login.device_id, "a new device");
+    owner.wait_to_know(&bot, &device).await;
     owner.say(&room, "and now?").await;
     wait_until(60, "the answer from the new device", || async {
         owner
