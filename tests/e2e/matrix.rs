@@ -320,6 +320,42 @@ fn doctor(daemon: &TestDaemon) -> String {
     check["detail"].as_str().unwrap().to_owned()
 }
 
+/// With `RUST_LOG` unset, a conversation leaves Steward's own lines and none of the SDK's
+/// housekeeping: before, every start added four `ERROR … Account data not found` lines (the
+/// SDK's expected 404s) and every sync "Trying to backup room keys but no backup key was
+/// found" (a warning about key backup, which Steward does not use) and the SDK's `info`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_has_stewards_lines_and_not_the_sdks_housekeeping() {
+    let url = homeserver();
+    let (owner_name, bot) = (unique("owner"), unique("steward"));
+    synapse(SHARED_PORT, &["register", &bot, PASSWORD]);
+    let owner = Person::new(&url, SHARED_PORT, &owner_name).await;
+    let owner_id = user_id(&owner_name);
+    let model = ScriptedModel::start(vec![text_answer("One."), text_answer("Two.")], 4096);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("steward.log");
+    let daemon = TestDaemon::start_with_log(
+        &(config(model.port) + matrix_config(&url, &bot, &[&owner_id], "").as_str()),
+        &[(PASSWORD_ENV, PASSWORD), ("RUST_LOG", "")],
+        &log,
+    );
+    wait_ready(&daemon).await;
+    let bot = user_id(&bot);
+    let room = owner.direct_room(&bot).await;
+    owner.wait_to_know(&bot, &daemon_device(&daemon)).await;
+    for (asked, answer) in [("first", "One."), ("second", "Two.")] {
+        owner.say(&room, asked).await;
+        wait_until(60, "the answer arrives", || async {
+            owner.seen_from(&bot).iter().any(|s| s.body == answer)
+        })
+        .await;
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("steward is ready"), "{text}");
+    let sdk: Vec<&str> = text.lines().filter(|l| l.contains("matrix_sdk")).collect();
+    assert!(sdk.is_empty(), "{sdk:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reminder_fires_with_no_cli_open_and_arrives_in_the_dm() {
     let (owner, bot, _daemon, _model) = owner_and_daemon(
