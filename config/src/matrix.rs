@@ -9,13 +9,20 @@
 //!   `*:server` (everyone on that server). Rooms are ids (`!id:server`) or aliases
 //!   (`#alias:server`); room ids of version 12 on carry no server (`!opaque`).
 //! - Defaults: `device_name = "steward"`, `e2ee = true`, `mention_required_in_groups = true`,
-//!   `require_verified_devices = false`.
+//!   `require_verified_devices = false`, `keys_wait_secs = 600`.
+//! - `keys_wait_secs` (1 s to a week) is how long a message that cannot be decrypted yet waits
+//!   for its keys; after that it is recorded `dead` and, when an owner sent it, the owner is
+//!   told to send it again. Keys usually come within seconds; a sender's client that never
+//!   shares them is what the wait ends.
 
 use serde::Deserialize;
 
 use crate::SecretSource;
 use crate::error::ConfigError;
 use crate::spanned::{LineOf, Spanned};
+
+const DEFAULT_KEYS_WAIT_SECS: u64 = 600;
+const MAX_KEYS_WAIT_SECS: u64 = 7 * 86_400;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +43,7 @@ pub(crate) struct RawMatrix {
     pub e2ee: Option<bool>,
     pub mention_required_in_groups: Option<bool>,
     pub require_verified_devices: Option<bool>,
+    pub keys_wait_secs: Option<Spanned<u64>>,
 }
 
 /// How the account logs in.
@@ -81,6 +89,8 @@ pub struct MatrixConfig {
     pub mention_required_in_groups: bool,
     /// Messages from an owner's unverified device are taken as untrusted.
     pub require_verified_devices: bool,
+    /// How long an undecryptable message waits for its keys (see the module docs).
+    pub keys_wait: std::time::Duration,
 }
 
 /// Whether `text` is `SIGIL` + local part + `:` + server, with no spaces.
@@ -184,6 +194,20 @@ pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, Co
         "a room id (!id, or !id:server before room version 12) or alias (#name:server)",
         at,
     )?;
+    let keys_wait = match raw.keys_wait_secs {
+        None => DEFAULT_KEYS_WAIT_SECS,
+        Some(secs) if (1..=MAX_KEYS_WAIT_SECS).contains(secs.get_ref()) => secs.into_inner(),
+        Some(secs) => {
+            return Err(ConfigError::invalid(
+                "matrix.keys_wait_secs",
+                at(secs.span()),
+                format!(
+                    "{} is out of range; expected 1..={MAX_KEYS_WAIT_SECS} (a week)",
+                    secs.get_ref()
+                ),
+            ));
+        }
+    };
     Ok(MatrixConfig {
         homeserver,
         user_id,
@@ -195,6 +219,7 @@ pub(crate) fn resolve(raw: RawMatrix, at: LineOf<'_>) -> Result<MatrixConfig, Co
         e2ee: raw.e2ee.unwrap_or(true),
         mention_required_in_groups: raw.mention_required_in_groups.unwrap_or(true),
         require_verified_devices: raw.require_verified_devices.unwrap_or(false),
+        keys_wait: std::time::Duration::from_secs(keys_wait),
     })
 }
 

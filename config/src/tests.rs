@@ -603,6 +603,26 @@ fn a_matrix_account_resolves_with_its_defaults() {
     assert_eq!(matrix.trusted, ["*:example.org", "@friend:matrix.org"]);
     assert_eq!(matrix.rooms.len(), 2);
     assert!(matrix.e2ee && matrix.mention_required_in_groups && !matrix.require_verified_devices);
+    assert_eq!(matrix.keys_wait, Duration::from_secs(600));
+}
+
+#[test]
+fn the_matrix_keys_wait_is_a_second_to_a_week() {
+    let account = "[matrix]\nhomeserver = \"http://127.0.0.1:8008\"\nuser_id = \"@steward:localhost\"\npassword_env = \"P\"\n";
+    let with = |secs: &str| Config::from_toml(&format!("{account}keys_wait_secs = {secs}\n"), None);
+    assert_eq!(
+        with("5").unwrap().matrix.unwrap().keys_wait,
+        Duration::from_secs(5)
+    );
+    assert!(with("604800").is_ok());
+    for bad in ["0", "604801"] {
+        let error = with(bad).unwrap_err().to_string();
+        assert!(
+            error.starts_with("config:5: key `matrix.keys_wait_secs`: ")
+                && error.contains("out of range"),
+            "{error}"
+        );
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use matrix_sdk::config::SyncSettings;
+use matrix_sdk::encryption::LocalTrust;
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
 use matrix_sdk::ruma::events::relation::Annotation;
 use matrix_sdk::ruma::events::room::message::{
@@ -354,6 +355,70 @@ async fn the_default_log_has_stewards_lines_and_not_the_sdks_housekeeping() {
     assert!(text.contains("steward is ready"), "{text}");
     let sdk: Vec<&str> = text.lines().filter(|l| l.contains("matrix_sdk")).collect();
     assert!(sdk.is_empty(), "{sdk:#?}");
+}
+
+/// An owner's message whose keys never reach the assistant (the owner's client blocked the
+/// assistant's device, so it shares no room key with it) is recorded `dead` after
+/// `keys_wait_secs`, and the owner is told to send it again: it is not left unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_message_that_cannot_be_decrypted_is_reported_to_the_owner() {
+    let url = homeserver();
+    let (owner_name, bot) = (unique("owner"), unique("steward"));
+    synapse(SHARED_PORT, &["register", &bot, PASSWORD]);
+    let owner = Person::new(&url, SHARED_PORT, &owner_name).await;
+    let owner_id = user_id(&owner_name);
+    let model = ScriptedModel::start(vec![text_answer("never asked")], 4096);
+    let daemon = start(
+        &(config(model.port)
+            + matrix_config(&url, &bot, &[&owner_id], "keys_wait_secs = 2\n").as_str()),
+    );
+    wait_ready(&daemon).await;
+    let bot = user_id(&bot);
+    let room = owner.direct_room(&bot).await;
+    let device = daemon_device(&daemon);
+    owner.wait_to_know(&bot, &device).await;
+    let encryption = owner.client.encryption();
+    let assistant = encryption.get_device(&bot, &device).await.unwrap().unwrap();
+    assistant
+        .set_local_trust(LocalTrust::BlackListed)
+        .await
+        .unwrap();
+    owner.say(&room, "the plan for Saturday").await;
+    // Given up at the first sync after the wait; a typing notice ends the long poll sooner.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    room.typing_notice(true).await.unwrap();
+    wait_until(60, "the owner is told", || async {
+        !owner.seen_from(&bot).is_empty()
+    })
+    .await;
+    let told = owner.seen_from(&bot);
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert!(
+        told[0]
+            .body
+            .starts_with("I could not read your encrypted message of ")
+            && told[0].body.contains(" in our Matrix direct room: ")
+            && told[0].body.ends_with(
+                "the keys to decrypt it did not reach my device within 2 seconds. Please send it again."
+            ),
+        "{told:#?}"
+    );
+    assert_eq!(told[0].room, room.room_id().as_str(), "in the DM");
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].state, "dead", "{events:#?}");
+    assert_eq!(events[0].sender, owner_id.as_str());
+    assert!(
+        events[0]
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("could not be decrypted")),
+        "{events:#?}"
+    );
+    assert!(model.requests().is_empty(), "nothing reached the model");
+    // Told once: later syncs do not tell again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(owner.seen_from(&bot).len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,13 @@
 //! - A timeline the server cut short (`limited`) is filled in by paginating backwards
 //!   until an event already taken, the join, or [`GAP_PAGES`] pages.
 //! - An event that cannot be decrypted yet is kept (in sled) and tried again after every
-//!   sync; after [`KEYS_WAIT`] without its keys it is recorded `dead`, naming why.
+//!   sync; after `matrix.keys_wait_secs` (10 minutes) without its keys it is recorded
+//!   `dead`, naming why, and when an owner sent it the owner is told, through the owner
+//!   outbox, that it could not be read and should be sent again — otherwise the owner would
+//!   only see a message that was never answered. Strangers' and trusted contacts' unreadable
+//!   messages are recorded only (a stranger must not be able to make the assistant write to
+//!   its owner). The notice is queued before the event is recorded: a crash between the two
+//!   tells the owner twice rather than not at all.
 //! - Invites are accepted from owners and trusted users only; any other invite is declined
 //!   and recorded `rejected`.
 //! - Owners' commands (`/status`, `/confirm ID`, …) are answered at once through the owner
@@ -46,6 +52,7 @@ use super::{CHANNEL, reply_to};
 use crate::channels::ChannelHealth;
 use crate::channels::answers::{answer_of, reply_answer};
 use crate::channels::context::{ChannelContext, Down};
+use crate::owner::outbox::{MessageKind, NewMessage};
 use crate::owner::{OwnerApi, OwnerError, Sent};
 use steward_config::MatrixConfig;
 
@@ -55,8 +62,6 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 const TIMELINE_LIMIT: u32 = 100;
 /// How far back a cut timeline is filled in.
 const GAP_PAGES: usize = 10;
-/// How long an undecryptable event waits for its keys.
-const KEYS_WAIT: chrono::Duration = chrono::Duration::minutes(10);
 
 /// The sync side of one logged-in session.
 #[derive(Debug)]
@@ -266,6 +271,7 @@ impl Inbound<'_> {
                     .note_undecrypted(&Undecrypted {
                         event_id: id.to_string(),
                         room: room.room_id().to_string(),
+                        sender: event.sender().map(|s| s.to_string()),
                         first_seen: Utc::now(),
                     })
                     .map_err(stored)?;
@@ -547,33 +553,67 @@ impl Inbound<'_> {
                         .map_err(stored)?;
                     self.take(&room, event).await?;
                 }
-                _ if Utc::now() - waiting.first_seen > KEYS_WAIT => {
-                    self.state
-                        .forget_undecrypted(&waiting.event_id)
-                        .map_err(stored)?;
-                    let mut event = self.event(
-                        &waiting.room,
-                        "unknown",
-                        "matrix homeserver",
-                        Trust::Untrusted,
-                        Payload::Notice {
-                            text: format!("encrypted event {}", waiting.event_id),
-                        },
-                    );
-                    event.dedupe_key = Some(dedupe_key(&waiting.event_id));
-                    let error = format!(
-                        "could not be decrypted: its keys did not arrive within {} minutes",
-                        KEYS_WAIT.num_minutes()
-                    );
-                    self.cx
-                        .record_terminal(event, EventState::Dead { error })
-                        .await
-                        .map_err(stored)?;
+                _ if self.waited_too_long(&waiting) => {
+                    self.give_up(&room, &waiting).await?;
                 }
                 _ => {}
             }
         }
         self.state.flush().await.map_err(stored)
+    }
+
+    fn waited_too_long(&self, waiting: &Undecrypted) -> bool {
+        (Utc::now() - waiting.first_seen)
+            .to_std()
+            .is_ok_and(|waited| waited > self.config.keys_wait)
+    }
+
+    /// Records an event whose keys never came `dead` and tells the owner when it was theirs
+    /// (see the module docs for the order).
+    async fn give_up(&self, room: &Room, waiting: &Undecrypted) -> Result<(), Down> {
+        let key = dedupe_key(&waiting.event_id);
+        if self.taken(&key)? {
+            return self
+                .state
+                .forget_undecrypted(&waiting.event_id)
+                .map_err(stored);
+        }
+        let waited = spoken_wait(self.config.keys_wait);
+        let sender = waiting.sender.as_deref().unwrap_or("unknown");
+        warn!(event = %waiting.event_id, room = %waiting.room, sender, "a message could not be decrypted: its keys did not arrive within {waited}");
+        if self.is_owner(sender) {
+            let notice = NewMessage {
+                text: format!(
+                    "I could not read your encrypted message of {} UTC in {}: the keys to decrypt it did not reach my device within {waited}. Please send it again.",
+                    waiting.first_seen.format("%Y-%m-%d %H:%M"),
+                    room_label(room).await,
+                ),
+                ..NewMessage::default()
+            };
+            self.cx
+                .outbox()
+                .queue(MessageKind::Problem, notice)
+                .await
+                .map_err(stored)?;
+        }
+        let mut event = self.event(
+            &waiting.room,
+            sender,
+            "matrix homeserver",
+            Trust::Untrusted,
+            Payload::Notice {
+                text: format!("encrypted event {}", waiting.event_id),
+            },
+        );
+        event.dedupe_key = Some(key);
+        let error = format!("could not be decrypted: its keys did not arrive within {waited}");
+        self.cx
+            .record_terminal(event, EventState::Dead { error })
+            .await
+            .map_err(stored)?;
+        self.state
+            .forget_undecrypted(&waiting.event_id)
+            .map_err(stored)
     }
 
     fn is_listed(&self, room: &Room) -> bool {
@@ -649,6 +689,28 @@ pub fn txn_part(event_id: &str) -> String {
         .collect()
 }
 
+/// How a room is named to the owner, who may read it on another channel.
+async fn room_label(room: &Room) -> String {
+    if room.is_direct().await.unwrap_or(false) {
+        return "our Matrix direct room".into();
+    }
+    match room.name() {
+        Some(name) => format!("the Matrix room \"{name}\" ({})", room.room_id()),
+        None => format!("the Matrix room {}", room.room_id()),
+    }
+}
+
+/// `10 minutes`, `1 minute`, `45 seconds`: a wait as the owner reads it.
+fn spoken_wait(wait: Duration) -> String {
+    let secs = wait.as_secs();
+    match (secs / 60, secs % 60) {
+        (1, 0) => "1 minute".into(),
+        (minutes, 0) => format!("{minutes} minutes"),
+        _ if secs == 1 => "1 second".into(),
+        _ => format!("{secs} seconds"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,5 +718,17 @@ mod tests {
     #[test]
     fn transaction_parts_keep_only_what_a_path_may_hold() {
         assert_eq!(txn_part("$abc/DEF+1:x"), "abcDEF1x");
+    }
+
+    #[test]
+    fn a_wait_is_said_in_minutes_when_it_is_whole_minutes() {
+        for (secs, said) in [
+            (600, "10 minutes"),
+            (60, "1 minute"),
+            (1, "1 second"),
+            (90, "90 seconds"),
+        ] {
+            assert_eq!(spoken_wait(Duration::from_secs(secs)), said);
+        }
     }
 }

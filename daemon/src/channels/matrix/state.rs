@@ -20,6 +20,9 @@ const DELIVERED: &str = "delivered";
 pub struct Undecrypted {
     pub event_id: String,
     pub room: String,
+    /// Who sent it (absent in what a daemon before 2026-12-07 kept).
+    #[serde(default)]
+    pub sender: Option<String>,
     pub first_seen: DateTime<Utc>,
 }
 
