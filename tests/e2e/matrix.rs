@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use matrix_sdk::config::SyncSettings;
-use matrix_sdk::encryption::LocalTrust;
+use matrix_sdk::encryption::{EncryptionSettings, LocalTrust};
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
 use matrix_sdk::ruma::events::relation::Annotation;
 use matrix_sdk::ruma::events::room::message::{
@@ -19,6 +19,7 @@ use matrix_sdk::ruma::events::room::message::{
 use matrix_sdk::ruma::events::typing::SyncTypingEvent;
 use matrix_sdk::ruma::{OwnedDeviceId, OwnedEventId, OwnedUserId, UserId};
 use matrix_sdk::{Client, Room, RoomMemberships};
+use matrix_sdk_crypto::CollectStrategy;
 use serde_json::{Value, json};
 use steward_protocol::EventRow;
 use tempfile::TempDir;
@@ -91,11 +92,24 @@ struct Person {
 
 impl Person {
     async fn new(url: &str, port: u16, name: &str) -> Self {
+        Self::sharing_keys(url, port, name, CollectStrategy::AllDevices).await
+    }
+
+    /// A person whose client shares room keys by `strategy`: with every device, or — as
+    /// Element does with "exclude insecure devices" (MSC4153) — only with devices their
+    /// account's cross-signing identity signed.
+    async fn sharing_keys(url: &str, port: u16, name: &str, strategy: CollectStrategy) -> Self {
         synapse(port, &["register", name, PASSWORD]);
         let store = tempfile::tempdir().unwrap();
         let client = Client::builder()
             .homeserver_url(url)
             .sqlite_store(store.path(), None)
+            .with_room_key_recipient_strategy(strategy)
+            // As any client today: an identity of their own, which signs their device.
+            .with_encryption_settings(EncryptionSettings {
+                auto_enable_cross_signing: true,
+                ..EncryptionSettings::default()
+            })
             .build()
             .await
             .unwrap();
@@ -134,6 +148,18 @@ impl Person {
             }
         });
         client.sync_once(SyncSettings::default()).await.unwrap();
+        wait_until(
+            60,
+            "the person's cross-signing identity is set up",
+            || async {
+                client
+                    .encryption()
+                    .cross_signing_status()
+                    .await
+                    .is_some_and(|status| status.is_complete())
+            },
+        )
+        .await;
         let syncing = client.clone();
         // `sync` returns when the homeserver fails (the restart test stops it): go on.
         tokio::spawn(async move {
@@ -321,6 +347,50 @@ fn doctor(daemon: &TestDaemon) -> String {
     check["detail"].as_str().unwrap().to_owned()
 }
 
+/// An owner whose client shares room keys only with devices signed by their account's
+/// identity (Element's "exclude insecure devices", MSC4153) is read and answered: the
+/// assistant's account has a cross-signing identity that signed its device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_who_excludes_unsigned_devices_is_read_and_answered() {
+    let url = homeserver();
+    let (owner_name, bot) = (unique("owner"), unique("steward"));
+    synapse(SHARED_PORT, &["register", &bot, PASSWORD]);
+    let owner = Person::sharing_keys(
+        &url,
+        SHARED_PORT,
+        &owner_name,
+        CollectStrategy::IdentityBasedStrategy,
+    )
+    .await;
+    let owner_id = user_id(&owner_name);
+    let model = ScriptedModel::start(vec![text_answer("Read you.")], 4096);
+    let daemon =
+        start(&(config(model.port) + matrix_config(&url, &bot, &[&owner_id], "").as_str()));
+    wait_ready(&daemon).await;
+    let bot = user_id(&bot);
+    let room = owner.direct_room(&bot).await;
+    let device = daemon_device(&daemon);
+    owner.wait_to_know(&bot, &device).await;
+    wait_until(
+        60,
+        "the assistant's device is signed by its identity",
+        || async {
+            let encryption = owner.client.encryption();
+            let found = encryption.get_device(&bot, &device).await.ok().flatten();
+            found.is_some_and(|d| d.is_cross_signed_by_owner())
+        },
+    )
+    .await;
+    owner.say(&room, "can you read this?").await;
+    wait_until(60, "the answer arrives", || async {
+        owner.seen_from(&bot).iter().any(|s| s.body == "Read you.")
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].trust, steward_events::Trust::Owner);
+}
+
 /// With `RUST_LOG` unset, a conversation leaves Steward's own lines and none of the SDK's
 /// housekeeping: before, every start added four `ERROR … Account data not found` lines (the
 /// SDK's expected 404s) and every sync "Trying to backup room keys but no backup key was
@@ -353,6 +423,10 @@ async fn the_default_log_has_stewards_lines_and_not_the_sdks_housekeeping() {
     }
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("steward is ready"), "{text}");
+    assert!(
+        text.contains("the Matrix device is signed by its account's cross-signing identity"),
+        "{text}"
+    );
     let sdk: Vec<&str> = text.lines().filter(|l| l.contains("matrix_sdk")).collect();
     assert!(sdk.is_empty(), "{sdk:#?}");
 }

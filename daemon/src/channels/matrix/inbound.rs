@@ -106,6 +106,7 @@ impl Inbound<'_> {
         let filter = Filter::FilterDefinition(filter);
         self.cx
             .set_health(ChannelHealth::starting("syncing with the homeserver"));
+        let mut signed = false;
         loop {
             let token = self.state.sync_token().map_err(stored)?;
             let settings = SyncSettings::default()
@@ -119,6 +120,10 @@ impl Inbound<'_> {
                 () = self.cx.shutdown().cancelled() => return Ok(()),
                 response = self.client.sync_once(settings) => response.map_err(failed("sync"))?,
             };
+            if !signed {
+                super::session::sign_device(self.client, self.config).await;
+                signed = true;
+            }
             let first = token.is_none();
             debug!(since = ?token, next = %response.next_batch, joined = response.rooms.joined.len(), left = response.rooms.left.len(), invited = response.rooms.invited.len(), to_device = response.to_device.len(), "synced");
             for room in response.rooms.invited.keys() {

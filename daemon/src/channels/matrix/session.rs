@@ -25,11 +25,27 @@
 //!   instead of 2 MB, the journal kept under 2 MB): a one-account assistant makes few
 //!   concurrent store calls, and each connection's cache is memory the daemon keeps.
 //! - Its HTTP client is built here, as the SDK builds it, on the daemon's shared TLS setup.
+//! - The device is signed by the account's cross-signing identity, made at the first start
+//!   when the account has none. Clients that share room keys only with devices their
+//!   account's identity signed (Element's "exclude insecure devices", MSC4153, meant to
+//!   become the default) never share a key with an unsigned device, so without this an owner
+//!   on such a client could write to the assistant and never be read. Uploading a new
+//!   identity asks the homeserver for the account's password when it wants one (interactive
+//!   auth; a server with MSC3967 takes the first upload without): with an access-token login
+//!   the server's answer decides. The identity's private keys stay in the device's crypto
+//!   store. An account that already has an identity made elsewhere is not replaced (that
+//!   would break every verification of it): a device it did not sign is logged as a warning
+//!   saying to verify it from another session of the account. Failing to set this up is a
+//!   warning, never a reason to stop the channel: owners sharing keys with every device
+//!   are still read.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::ruma::api::client::uiaa::{
+    AuthData, MatrixUserIdentifier, Password, UserIdentifier,
+};
 use matrix_sdk::ruma::api::error::ErrorKind;
 use matrix_sdk::store::StateStoreDataKey;
 use matrix_sdk::{Client, SessionMeta, SessionTokens, SqliteStoreConfig};
@@ -337,4 +353,59 @@ async fn forget_sdk_sync_token(client: &Client) -> anyhow::Result<()> {
         .remove_kv_data(StateStoreDataKey::SyncToken)
         .await
         .context("cannot clear the Matrix store's own sync position")
+}
+
+/// Makes the account's cross-signing identity when it has none, which signs this device;
+/// warns when the device stays unsigned (see the module docs). Called after the channel's
+/// first sync: the SDK has uploaded the device's keys and asked for the account's by then,
+/// so the account's devices and identity are known (asked any earlier, the homeserver does
+/// not list the new device yet, and the SDK warns that it "might have been deleted").
+pub async fn sign_device(client: &Client, config: &MatrixConfig) {
+    let encryption = client.encryption();
+    let made = match encryption.bootstrap_cross_signing_if_needed(None).await {
+        Err(e) if e.as_uiaa_response().is_some() => {
+            let session = e.as_uiaa_response().and_then(|info| info.session.clone());
+            match password_auth(config, session) {
+                Some(auth) => {
+                    encryption
+                        .bootstrap_cross_signing_if_needed(Some(auth))
+                        .await
+                }
+                None => Err(e),
+            }
+        }
+        other => other,
+    };
+    if let Err(e) = made {
+        warn!(error = %e, "cannot give the Matrix account a cross-signing identity; clients that share keys only with signed devices will not reach this one");
+        return;
+    }
+    // Holding the identity's self-signing key, this device signed itself when the identity
+    // was made (the local copy of its own keys learns of that signature only at the next
+    // key query); otherwise another session may have signed it.
+    let holds_key = encryption
+        .cross_signing_status()
+        .await
+        .is_some_and(|status| status.has_self_signing);
+    match encryption.get_own_device().await {
+        Ok(Some(device)) if holds_key || device.is_cross_signed_by_owner() => {
+            info!("the Matrix device is signed by its account's cross-signing identity");
+        }
+        Ok(_) => warn!(
+            "the Matrix device is not signed by its account's cross-signing identity (made by another session); clients that share keys only with signed devices will not reach it until it is verified from a session of the account"
+        ),
+        Err(e) => warn!(error = %e, "cannot read the Matrix device's own keys"),
+    }
+}
+
+/// The password as interactive auth for `session`, when the account logs in by password.
+fn password_auth(config: &MatrixConfig, session: Option<String>) -> Option<AuthData> {
+    let MatrixLogin::Password(secret) = &config.login else {
+        return None;
+    };
+    let password = secret.read().ok()?;
+    let identifier = UserIdentifier::Matrix(MatrixUserIdentifier::new(config.user_id.clone()));
+    let mut auth = Password::new(identifier, password);
+    auth.session = session;
+    Some(AuthData::Password(auth))
 }
