@@ -87,7 +87,9 @@ pub struct MatrixConfig {
     pub rooms: Vec<String>,
     pub e2ee: bool,
     pub mention_required_in_groups: bool,
-    /// Messages from an owner's unverified device are taken as untrusted.
+    /// Messages from an owner's unverified device are taken as untrusted. A device counts
+    /// as verified when its user's cross-signing identity signed it and that identity is the
+    /// one first seen for them (pinned in `DATA/matrix/pinned-identities.json`).
     pub require_verified_devices: bool,
     /// How long an undecryptable message waits for its keys (see the module docs).
     pub keys_wait: std::time::Duration,

@@ -13,7 +13,8 @@
 //!   and an answer must never go back in plaintext.
 //! - With `require_verified_devices`, an owner's or trusted contact's message from a device
 //!   that is not verified is taken as untrusted content (it taints the step), not refused:
-//!   the owner still sees it was received.
+//!   the owner still sees it was received. What counts as verified is the channel's to say
+//!   (Matrix: verified, or signed by the sender's cross-signing identity as first seen).
 
 use crate::event::Trust;
 use crate::senders::SenderDecision;

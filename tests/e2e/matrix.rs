@@ -100,14 +100,25 @@ impl Person {
     /// account's cross-signing identity signed.
     async fn sharing_keys(url: &str, port: u16, name: &str, strategy: CollectStrategy) -> Self {
         synapse(port, &["register", name, PASSWORD]);
+        Self::log_in(url, name, strategy, true).await
+    }
+
+    /// Another device of an account that has one already, which the account's identity did
+    /// not sign: what someone who learnt the password alone would log in as.
+    async fn another_device(url: &str, name: &str) -> Self {
+        Self::log_in(url, name, CollectStrategy::AllDevices, false).await
+    }
+
+    /// Logs in as a new device; `first` makes the account's cross-signing identity, which
+    /// signs the device, as any client does at an account's first login today.
+    async fn log_in(url: &str, name: &str, strategy: CollectStrategy, first: bool) -> Self {
         let store = tempfile::tempdir().unwrap();
         let client = Client::builder()
             .homeserver_url(url)
             .sqlite_store(store.path(), None)
             .with_room_key_recipient_strategy(strategy)
-            // As any client today: an identity of their own, which signs their device.
             .with_encryption_settings(EncryptionSettings {
-                auto_enable_cross_signing: true,
+                auto_enable_cross_signing: first,
                 ..EncryptionSettings::default()
             })
             .build()
@@ -148,18 +159,20 @@ impl Person {
             }
         });
         client.sync_once(SyncSettings::default()).await.unwrap();
-        wait_until(
-            60,
-            "the person's cross-signing identity is set up",
-            || async {
-                client
-                    .encryption()
-                    .cross_signing_status()
-                    .await
-                    .is_some_and(|status| status.is_complete())
-            },
-        )
-        .await;
+        if first {
+            wait_until(
+                60,
+                "the person's cross-signing identity is set up",
+                || async {
+                    client
+                        .encryption()
+                        .cross_signing_status()
+                        .await
+                        .is_some_and(|status| status.is_complete())
+                },
+            )
+            .await;
+        }
         let syncing = client.clone();
         // `sync` returns when the homeserver fails (the restart test stops it): go on.
         tokio::spawn(async move {
@@ -849,9 +862,12 @@ async fn a_homeserver_restart_is_ridden_out_without_loss() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn edits_and_redactions_are_recorded_not_run_and_unverified_devices_are_untrusted() {
+async fn edits_and_redactions_are_recorded_not_run_and_unsigned_devices_are_untrusted() {
     let (owner, bot, daemon, model) = owner_and_daemon(
-        vec![text_answer("Taken."), text_answer("Should not be needed.")],
+        vec![
+            text_answer("Taken."),
+            text_answer("Noted, as untrusted content."),
+        ],
         "require_verified_devices = true\n",
     )
     .await;
@@ -865,10 +881,15 @@ async fn edits_and_redactions_are_recorded_not_run_and_unverified_devices_are_un
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(
         events[0].trust,
-        steward_events::Trust::Untrusted,
-        "an unverified device of the owner is untrusted"
+        steward_events::Trust::Owner,
+        "a device the owner's identity signed, that identity pinned at first sight"
     );
-    assert!(events[0].sender.contains("owner"), "{events:#?}");
+    let pins =
+        std::fs::read_to_string(daemon.path().join("matrix/pinned-identities.json")).unwrap();
+    assert!(
+        pins.contains(owner.client.user_id().unwrap().as_str()),
+        "{pins}"
+    );
     let edit = RoomMessageEventContent::text_plain("* the second version").make_replacement(
         matrix_sdk::ruma::events::room::message::ReplacementMetadata::new(first.clone(), None),
     );
@@ -892,6 +913,32 @@ async fn edits_and_redactions_are_recorded_not_run_and_unverified_devices_are_un
         "{handled:#?}"
     );
     assert_eq!(model.requests().len(), 1, "nothing was run again");
+
+    // A second login with the password alone: a device the owner's identity did not sign.
+    let owner_name = owner.client.user_id().unwrap().localpart().to_owned();
+    let unsigned = Person::another_device(&homeserver(), &owner_name).await;
+    unsigned.wait_to_know(&bot, &daemon_device(&daemon)).await;
+    let same_room = unsigned.client.get_room(room.room_id()).unwrap();
+    unsigned
+        .say(&same_room, "from a device nobody signed")
+        .await;
+    wait_until(60, "the unsigned device's message is taken", || async {
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .any(|e| e.text.contains("from a device nobody signed"))
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    let taken = events
+        .iter()
+        .find(|e| e.text.contains("from a device nobody signed"))
+        .unwrap();
+    assert_eq!(
+        taken.trust,
+        steward_events::Trust::Untrusted,
+        "an owner's device their identity did not sign is untrusted: {taken:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

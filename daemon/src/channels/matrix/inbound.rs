@@ -31,11 +31,11 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use matrix_sdk::config::{SyncSettings, SyncToken};
-use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationState};
+use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationLevel, VerificationState};
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::api::client::filter::FilterDefinition;
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
-use matrix_sdk::ruma::{EventId, OwnedRoomId, UInt};
+use matrix_sdk::ruma::{EventId, OwnedRoomId, UInt, UserId};
 use matrix_sdk::sync::JoinedRoomUpdate;
 use matrix_sdk::{Client, Room, RoomMemberships};
 use serde_json::Value;
@@ -46,6 +46,7 @@ use steward_events::{
 use tracing::{debug, info, warn};
 
 use super::parse::{Incoming, Message, parse};
+use super::pins::{Pin, Pins};
 use super::state::{ChannelState, Undecrypted};
 use super::typing::Typing;
 use super::{CHANNEL, reply_to};
@@ -72,6 +73,7 @@ pub struct Inbound<'a> {
     pub owner: &'a OwnerApi,
     pub cx: &'a ChannelContext,
     pub typing: &'a Typing,
+    pub pins: &'a Pins,
 }
 
 fn failed(what: &str) -> impl Fn(matrix_sdk::Error) -> Down + '_ {
@@ -286,9 +288,13 @@ impl Inbound<'_> {
         let Ok(raw) = serde_json::from_str::<Value>(event.raw().json().get()) else {
             return Ok(());
         };
-        let verified = event
-            .encryption_info()
-            .map(|info| matches!(info.verification_state, VerificationState::Verified));
+        let verified = match event.encryption_info() {
+            Some(info) => Some(
+                self.vouched_for(&info.verification_state, &info.sender)
+                    .await,
+            ),
+            None => None,
+        };
         let device = event
             .encryption_info()
             .and_then(|info| info.sender_device.as_ref().map(|d| d.to_string()));
@@ -619,6 +625,56 @@ impl Inbound<'_> {
         self.state
             .forget_undecrypted(&waiting.event_id)
             .map_err(stored)
+    }
+
+    /// Whether the sending device counts as verified for `require_verified_devices`:
+    /// verified by the assistant, or signed by its user's cross-signing identity while that
+    /// identity is the one first seen for them (see [`super::pins`]). Only owners and
+    /// trusted contacts are vouched for.
+    async fn vouched_for(&self, state: &VerificationState, sender: &UserId) -> bool {
+        match state {
+            VerificationState::Verified => true,
+            VerificationState::Unverified(VerificationLevel::UnverifiedIdentity)
+                if matches!(
+                    self.policy().decide(sender.as_str()),
+                    SenderDecision::Accept(Trust::Owner | Trust::Trusted)
+                ) =>
+            {
+                self.identity_pinned(sender).await
+            }
+            VerificationState::Unverified(_) => false,
+        }
+    }
+
+    /// Whether `sender`'s cross-signing identity is the one pinned for them (pinning it when
+    /// none is).
+    async fn identity_pinned(&self, sender: &UserId) -> bool {
+        let identity = match self.client.encryption().get_user_identity(sender).await {
+            Ok(Some(identity)) => identity,
+            Ok(None) => return false,
+            Err(e) => {
+                warn!(error = %e, %sender, "cannot read a sender's identity; their device counts as unverified");
+                return false;
+            }
+        };
+        let Some(key) = identity.master_key().get_first_key().map(|k| k.to_base64()) else {
+            return false;
+        };
+        match self.pins.check(sender.as_str(), &key) {
+            Ok(Pin::FirstSeen) => {
+                info!(%sender, master_key = %key, "pinned a sender's cross-signing identity, first seen now");
+                true
+            }
+            Ok(Pin::Same) => true,
+            Ok(Pin::Changed { pinned }) => {
+                warn!(%sender, %pinned, now = %key, file = %self.pins.path().display(), "a sender's cross-signing identity changed since it was pinned: their devices count as unverified; if they reset it themselves, delete their line from the file to pin the new one");
+                false
+            }
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot check the pinned identities; every device counts as unverified until this is fixed");
+                false
+            }
+        }
     }
 
     fn is_listed(&self, room: &Room) -> bool {

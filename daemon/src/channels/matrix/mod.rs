@@ -9,6 +9,7 @@
 //! - [`outbound`]: owner outbox messages sent once each (transaction id = outbox id).
 //! - [`typing`]: the typing notice while a step works on a room's message.
 //! - [`state`]: what the channel keeps in sled.
+//! - [`pins`]: the cross-signing identities first seen for owners and trusted contacts.
 //!
 //! Who is taken, and how trusted, is the pure [`steward_events::admit`]. Sending never
 //! goes out in plaintext to an encrypted room: the SDK encrypts for every room whose state
@@ -20,6 +21,7 @@
 pub mod inbound;
 pub mod outbound;
 pub mod parse;
+pub mod pins;
 pub mod session;
 pub mod state;
 pub mod typing;
@@ -110,6 +112,7 @@ async fn session(channel: &MatrixChannel, cx: &ChannelContext) -> Result<(), Dow
         owner: &channel.owner,
         cx,
         typing: &typing,
+        pins: &channel.account.pins(),
     }
     .run()
     .await

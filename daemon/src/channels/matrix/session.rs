@@ -76,6 +76,11 @@ impl Account {
         }
     }
 
+    /// The identities first seen for owners and trusted contacts ([`super::pins`]).
+    pub fn pins(&self) -> super::pins::Pins {
+        super::pins::Pins::new(self.dir.join("pinned-identities.json"))
+    }
+
     fn session_file(&self) -> PathBuf {
         self.dir.join("session.json")
     }
@@ -330,7 +335,7 @@ fn http_client() -> anyhow::Result<reqwest::Client> {
 
 /// Writes `path` readable by the owner only, whole or not at all (a temporary file renamed
 /// over it, synced first).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let temporary = path.with_extension("json.new");
