@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use matrix_sdk::config::SyncSettings;
-use matrix_sdk::encryption::{EncryptionSettings, LocalTrust};
+use matrix_sdk::encryption::{CrossSigningResetAuthType, EncryptionSettings, LocalTrust};
+use matrix_sdk::ruma::api::client::uiaa;
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
 use matrix_sdk::ruma::events::relation::Annotation;
 use matrix_sdk::ruma::events::room::message::{
@@ -402,6 +403,89 @@ async fn an_owner_who_excludes_unsigned_devices_is_read_and_answered() {
     let events = matrix_events(&daemon).await;
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0].trust, steward_events::Trust::Owner);
+}
+
+/// With `require_verified_devices`, an owner's cross-signing identity reset with the password
+/// (what someone who learnt it could do too) makes their messages untrusted, and the owner is
+/// told once, with how to accept the identity if they reset it themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_identity_reset_makes_their_messages_untrusted_and_they_are_told() {
+    let scripts = (0..40).map(|_| text_answer("Noted.")).collect();
+    let (owner, bot, daemon, _model) =
+        owner_and_daemon(scripts, "require_verified_devices = true\n").await;
+    let room = owner.direct_room(&bot).await;
+    owner.say(&room, "before the reset").await;
+    wait_until(60, "the first message is taken", || async {
+        !matrix_events(&daemon).await.is_empty()
+    })
+    .await;
+    assert_eq!(
+        matrix_events(&daemon).await[0].trust,
+        steward_events::Trust::Owner
+    );
+    let owner_id = owner.client.user_id().unwrap().to_owned();
+    let handle = owner
+        .client
+        .encryption()
+        .reset_cross_signing()
+        .await
+        .unwrap()
+        .expect("the reset asks for authentication");
+    if let CrossSigningResetAuthType::Uiaa(uiaa) = handle.auth_type() {
+        let mut password = uiaa::Password::new(
+            uiaa::UserIdentifier::Matrix(uiaa::MatrixUserIdentifier::new(owner_id.to_string())),
+            PASSWORD.to_owned(),
+        );
+        password.session = uiaa.session.clone();
+        handle
+            .auth(Some(uiaa::AuthData::Password(password)))
+            .await
+            .unwrap();
+    }
+    // The assistant learns of the new identity at its next key query: until then a message
+    // may still count under the old one, so the owner writes until one does not.
+    let mut sent = 0;
+    wait_until(60, "a message after the reset is untrusted", || {
+        sent += 1;
+        let text = format!("after the reset {sent}");
+        let (owner, room, daemon) = (&owner, &room, &daemon);
+        async move {
+            owner.say(room, &text).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            matrix_events(daemon).await.iter().any(|e| {
+                e.text.contains("after the reset") && e.trust == steward_events::Trust::Untrusted
+            })
+        }
+    })
+    .await;
+    wait_until(60, "the owner is told", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body.contains("cross-signing identity of"))
+    })
+    .await;
+    // Two more messages under the new identity: told once.
+    owner.say(&room, "still me").await;
+    owner.say(&room, "really").await;
+    wait_until(60, "the later messages are taken", || async {
+        matrix_events(&daemon)
+            .await
+            .iter()
+            .any(|e| e.text.contains("really"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let told: Vec<Seen> = owner
+        .seen_from(&bot)
+        .into_iter()
+        .filter(|s| s.body.contains("cross-signing identity of"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:#?}");
+    assert!(
+        told[0].body.contains("pinned-identities.json"),
+        "says how to accept it: {told:#?}"
+    );
 }
 
 /// With `RUST_LOG` unset, a conversation leaves Steward's own lines and none of the SDK's

@@ -668,6 +668,11 @@ impl Inbound<'_> {
             Ok(Pin::Same) => true,
             Ok(Pin::Changed { pinned }) => {
                 warn!(%sender, %pinned, now = %key, file = %self.pins.path().display(), "a sender's cross-signing identity changed since it was pinned: their devices count as unverified; if they reset it themselves, delete their line from the file to pin the new one");
+                if self.is_owner(sender.as_str())
+                    && let Err(e) = self.tell_identity_changed(sender, &key).await
+                {
+                    warn!(error = %e, "cannot tell the owner that their identity changed");
+                }
                 false
             }
             Err(e) => {
@@ -675,6 +680,33 @@ impl Inbound<'_> {
                 false
             }
         }
+    }
+
+    /// Tells the owner, once per new identity, that their messages from Matrix are taken as
+    /// untrusted and how to accept the identity if they reset it themselves. Queued before
+    /// it is noted as told: a crash between tells twice rather than never.
+    async fn tell_identity_changed(
+        &self,
+        owner: &UserId,
+        master_key: &str,
+    ) -> Result<(), crate::store::StoreError> {
+        if self
+            .state
+            .identity_change_told(owner.as_str(), master_key)?
+        {
+            return Ok(());
+        }
+        let notice = NewMessage {
+            text: format!(
+                "The Matrix cross-signing identity of {owner} changed since I first saw it (its master key is now {master_key}). Until you accept it, your Matrix messages are taken as untrusted content: anything they ask that changes something waits for your confirmation. If you reset it yourself, delete the line for {owner} from {} on the assistant's machine.",
+                self.pins.path().display()
+            ),
+            ..NewMessage::default()
+        };
+        self.cx.outbox().queue(MessageKind::Problem, notice).await?;
+        self.state
+            .note_identity_change_told(owner.as_str(), master_key)
+            .await
     }
 
     fn is_listed(&self, room: &Room) -> bool {

@@ -1,8 +1,8 @@
 //! What the Matrix channel keeps in sled (tree `matrix`), beside the SDK's own stores:
 //! the sync position it has taken everything up to, how far it delivered the owner outbox,
 //! the owner's direct room, which outbox message each sent event carried (so a reaction or
-//! a reply to a request for confirmation finds the action), and events waiting for their
-//! keys.
+//! a reply to a request for confirmation finds the action), events waiting for their
+//! keys, and which changes of an owner's identity the owner was told of.
 //!
 //! The sync position is this channel's, not the SDK's: it is written only after every
 //! event of the sync it ends is durable in the inbox, so a crash re-reads that sync.
@@ -92,6 +92,23 @@ impl ChannelState {
             .tree
             .get(format!("sent:{event_id}"))?
             .map(|bytes| id_of(&bytes)))
+    }
+
+    /// Whether the owner was told that `user`'s identity changed to `master_key`.
+    pub fn identity_change_told(&self, user: &str, master_key: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .tree
+            .contains_key(format!("identity-told:{user}:{master_key}"))?)
+    }
+
+    pub async fn note_identity_change_told(
+        &self,
+        user: &str,
+        master_key: &str,
+    ) -> Result<(), StoreError> {
+        self.tree
+            .insert(format!("identity-told:{user}:{master_key}"), &[])?;
+        self.store.flush().await
     }
 
     pub fn note_undecrypted(&self, waiting: &Undecrypted) -> Result<(), StoreError> {
