@@ -11,14 +11,8 @@
 //!   own join is history.
 //! - A timeline the server cut short (`limited`) is filled in by paginating backwards
 //!   until an event already taken, the join, or [`GAP_PAGES`] pages.
-//! - An event that cannot be decrypted yet is kept (in sled) and tried again after every
-//!   sync; after `matrix.keys_wait_secs` (10 minutes) without its keys it is recorded
-//!   `dead`, naming why, and when an owner sent it the owner is told, through the owner
-//!   outbox, that it could not be read and should be sent again — otherwise the owner would
-//!   only see a message that was never answered. Strangers' and trusted contacts' unreadable
-//!   messages are recorded only (a stranger must not be able to make the assistant write to
-//!   its owner). The notice is queued before the event is recorded: a crash between the two
-//!   tells the owner twice rather than not at all.
+//! - An event that cannot be decrypted yet waits for its keys ([`super::undecrypted`]).
+//! - Whether a sender's device counts as verified is [`super::vouching`]'s.
 //! - Invites are accepted from owners and trusted users only; any other invite is declined
 //!   and recorded `rejected`.
 //! - Owners' commands (`/status`, `/confirm ID`, …) are answered at once through the owner
@@ -31,11 +25,11 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use matrix_sdk::config::{SyncSettings, SyncToken};
-use matrix_sdk::deserialized_responses::{TimelineEvent, VerificationLevel, VerificationState};
+use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::api::client::filter::FilterDefinition;
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
-use matrix_sdk::ruma::{EventId, OwnedRoomId, UInt, UserId};
+use matrix_sdk::ruma::{OwnedRoomId, UInt};
 use matrix_sdk::sync::JoinedRoomUpdate;
 use matrix_sdk::{Client, Room, RoomMemberships};
 use serde_json::Value;
@@ -46,14 +40,13 @@ use steward_events::{
 use tracing::{debug, info, warn};
 
 use super::parse::{Incoming, Message, parse};
-use super::pins::{Pin, Pins};
+use super::pins::Pins;
 use super::state::{ChannelState, Undecrypted};
 use super::typing::Typing;
 use super::{CHANNEL, reply_to};
 use crate::channels::ChannelHealth;
 use crate::channels::answers::{answer_of, reply_answer};
 use crate::channels::context::{ChannelContext, Down};
-use crate::owner::outbox::{MessageKind, NewMessage};
 use crate::owner::{OwnerApi, OwnerError, Sent};
 use steward_config::MatrixConfig;
 
@@ -80,12 +73,12 @@ fn failed(what: &str) -> impl Fn(matrix_sdk::Error) -> Down + '_ {
     move |e| Down::Failed(format!("{what}: {e}"))
 }
 
-fn stored(e: crate::store::StoreError) -> Down {
+pub(super) fn stored(e: crate::store::StoreError) -> Down {
     Down::Failed(format!("the store: {e}"))
 }
 
 impl Inbound<'_> {
-    fn policy(&self) -> SenderPolicy {
+    pub(super) fn policy(&self) -> SenderPolicy {
         SenderPolicy {
             owner: self.config.owners.clone(),
             trusted: self.config.trusted.clone(),
@@ -261,12 +254,12 @@ impl Inbound<'_> {
         earlier
     }
 
-    fn taken(&self, key: &str) -> Result<bool, Down> {
+    pub(super) fn taken(&self, key: &str) -> Result<bool, Down> {
         self.cx.submitter().inbox().is_claimed(key).map_err(stored)
     }
 
     /// Takes one timeline event (see the module docs).
-    async fn take(&self, room: &Room, event: TimelineEvent) -> Result<(), Down> {
+    pub(super) async fn take(&self, room: &Room, event: TimelineEvent) -> Result<(), Down> {
         debug!(event = ?event.event_id(), undecrypted = event.kind.is_utd(), "a timeline event");
         if event.kind.is_utd() {
             if let Some(id) = event.event_id()
@@ -331,7 +324,7 @@ impl Inbound<'_> {
         }
     }
 
-    fn is_owner(&self, user: &str) -> bool {
+    pub(super) fn is_owner(&self, user: &str) -> bool {
         self.policy().decide(user) == SenderDecision::Accept(Trust::Owner)
     }
 
@@ -544,171 +537,6 @@ impl Inbound<'_> {
         Ok(())
     }
 
-    /// Tries the events that waited for their keys again (see the module docs).
-    async fn retry_undecrypted(&self) -> Result<(), Down> {
-        for waiting in self.state.undecrypted().map_err(stored)? {
-            let room = OwnedRoomId::try_from(waiting.room.as_str())
-                .ok()
-                .and_then(|id| self.client.get_room(&id));
-            let event_id = EventId::parse(&waiting.event_id).ok();
-            let (Some(room), Some(event_id)) = (room, event_id) else {
-                self.state
-                    .forget_undecrypted(&waiting.event_id)
-                    .map_err(stored)?;
-                continue;
-            };
-            match room.event(&event_id, None).await {
-                Ok(event) if !event.kind.is_utd() => {
-                    self.state
-                        .forget_undecrypted(&waiting.event_id)
-                        .map_err(stored)?;
-                    self.take(&room, event).await?;
-                }
-                _ if self.waited_too_long(&waiting) => {
-                    self.give_up(&room, &waiting).await?;
-                }
-                _ => {}
-            }
-        }
-        self.state.flush().await.map_err(stored)
-    }
-
-    fn waited_too_long(&self, waiting: &Undecrypted) -> bool {
-        (Utc::now() - waiting.first_seen)
-            .to_std()
-            .is_ok_and(|waited| waited > self.config.keys_wait)
-    }
-
-    /// Records an event whose keys never came `dead` and tells the owner when it was theirs
-    /// (see the module docs for the order).
-    async fn give_up(&self, room: &Room, waiting: &Undecrypted) -> Result<(), Down> {
-        let key = dedupe_key(&waiting.event_id);
-        if self.taken(&key)? {
-            return self
-                .state
-                .forget_undecrypted(&waiting.event_id)
-                .map_err(stored);
-        }
-        let waited = spoken_wait(self.config.keys_wait);
-        let sender = waiting.sender.as_deref().unwrap_or("unknown");
-        warn!(event = %waiting.event_id, room = %waiting.room, sender, "a message could not be decrypted: its keys did not arrive within {waited}");
-        if self.is_owner(sender) {
-            let notice = NewMessage {
-                text: format!(
-                    "I could not read your encrypted message of {} UTC in {}: the keys to decrypt it did not reach my device within {waited}. Please send it again.",
-                    waiting.first_seen.format("%Y-%m-%d %H:%M"),
-                    room_label(room).await,
-                ),
-                ..NewMessage::default()
-            };
-            self.cx
-                .outbox()
-                .queue(MessageKind::Problem, notice)
-                .await
-                .map_err(stored)?;
-        }
-        let mut event = self.event(
-            &waiting.room,
-            sender,
-            "matrix homeserver",
-            Trust::Untrusted,
-            Payload::Notice {
-                text: format!("encrypted event {}", waiting.event_id),
-            },
-        );
-        event.dedupe_key = Some(key);
-        let error = format!("could not be decrypted: its keys did not arrive within {waited}");
-        self.cx
-            .record_terminal(event, EventState::Dead { error })
-            .await
-            .map_err(stored)?;
-        self.state
-            .forget_undecrypted(&waiting.event_id)
-            .map_err(stored)
-    }
-
-    /// Whether the sending device counts as verified for `require_verified_devices`:
-    /// verified by the assistant, or signed by its user's cross-signing identity while that
-    /// identity is the one first seen for them (see [`super::pins`]). Only owners and
-    /// trusted contacts are vouched for.
-    async fn vouched_for(&self, state: &VerificationState, sender: &UserId) -> bool {
-        match state {
-            VerificationState::Verified => true,
-            VerificationState::Unverified(VerificationLevel::UnverifiedIdentity)
-                if matches!(
-                    self.policy().decide(sender.as_str()),
-                    SenderDecision::Accept(Trust::Owner | Trust::Trusted)
-                ) =>
-            {
-                self.identity_pinned(sender).await
-            }
-            VerificationState::Unverified(_) => false,
-        }
-    }
-
-    /// Whether `sender`'s cross-signing identity is the one pinned for them (pinning it when
-    /// none is).
-    async fn identity_pinned(&self, sender: &UserId) -> bool {
-        let identity = match self.client.encryption().get_user_identity(sender).await {
-            Ok(Some(identity)) => identity,
-            Ok(None) => return false,
-            Err(e) => {
-                warn!(error = %e, %sender, "cannot read a sender's identity; their device counts as unverified");
-                return false;
-            }
-        };
-        let Some(key) = identity.master_key().get_first_key().map(|k| k.to_base64()) else {
-            return false;
-        };
-        match self.pins.check(sender.as_str(), &key) {
-            Ok(Pin::FirstSeen) => {
-                info!(%sender, master_key = %key, "pinned a sender's cross-signing identity, first seen now");
-                true
-            }
-            Ok(Pin::Same) => true,
-            Ok(Pin::Changed { pinned }) => {
-                warn!(%sender, %pinned, now = %key, file = %self.pins.path().display(), "a sender's cross-signing identity changed since it was pinned: their devices count as unverified; if they reset it themselves, delete their line from the file to pin the new one");
-                if self.is_owner(sender.as_str())
-                    && let Err(e) = self.tell_identity_changed(sender, &key).await
-                {
-                    warn!(error = %e, "cannot tell the owner that their identity changed");
-                }
-                false
-            }
-            Err(e) => {
-                warn!(error = %format!("{e:#}"), "cannot check the pinned identities; every device counts as unverified until this is fixed");
-                false
-            }
-        }
-    }
-
-    /// Tells the owner, once per new identity, that their messages from Matrix are taken as
-    /// untrusted and how to accept the identity if they reset it themselves. Queued before
-    /// it is noted as told: a crash between tells twice rather than never.
-    async fn tell_identity_changed(
-        &self,
-        owner: &UserId,
-        master_key: &str,
-    ) -> Result<(), crate::store::StoreError> {
-        if self
-            .state
-            .identity_change_told(owner.as_str(), master_key)?
-        {
-            return Ok(());
-        }
-        let notice = NewMessage {
-            text: format!(
-                "The Matrix cross-signing identity of {owner} changed since I first saw it (its master key is now {master_key}). Until you accept it, your Matrix messages are taken as untrusted content: anything they ask that changes something waits for your confirmation. If you reset it yourself, delete the line for {owner} from {} on the assistant's machine.",
-                self.pins.path().display()
-            ),
-            ..NewMessage::default()
-        };
-        self.cx.outbox().queue(MessageKind::Problem, notice).await?;
-        self.state
-            .note_identity_change_told(owner.as_str(), master_key)
-            .await
-    }
-
     fn is_listed(&self, room: &Room) -> bool {
         let aliases: Vec<String> = room
             .canonical_alias()
@@ -736,7 +564,7 @@ impl Inbound<'_> {
             || text.contains(&local)
     }
 
-    fn event(
+    pub(super) fn event(
         &self,
         room: &str,
         sender: &str,
@@ -782,28 +610,6 @@ pub fn txn_part(event_id: &str) -> String {
         .collect()
 }
 
-/// How a room is named to the owner, who may read it on another channel.
-async fn room_label(room: &Room) -> String {
-    if room.is_direct().await.unwrap_or(false) {
-        return "our Matrix direct room".into();
-    }
-    match room.name() {
-        Some(name) => format!("the Matrix room \"{name}\" ({})", room.room_id()),
-        None => format!("the Matrix room {}", room.room_id()),
-    }
-}
-
-/// `10 minutes`, `1 minute`, `45 seconds`: a wait as the owner reads it.
-fn spoken_wait(wait: Duration) -> String {
-    let secs = wait.as_secs();
-    match (secs / 60, secs % 60) {
-        (1, 0) => "1 minute".into(),
-        (minutes, 0) => format!("{minutes} minutes"),
-        _ if secs == 1 => "1 second".into(),
-        _ => format!("{secs} seconds"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,17 +617,5 @@ mod tests {
     #[test]
     fn transaction_parts_keep_only_what_a_path_may_hold() {
         assert_eq!(txn_part("$abc/DEF+1:x"), "abcDEF1x");
-    }
-
-    #[test]
-    fn a_wait_is_said_in_minutes_when_it_is_whole_minutes() {
-        for (secs, said) in [
-            (600, "10 minutes"),
-            (60, "1 minute"),
-            (1, "1 second"),
-            (90, "90 seconds"),
-        ] {
-            assert_eq!(spoken_wait(Duration::from_secs(secs)), said);
-        }
     }
 }

@@ -9,6 +9,8 @@
 //! - [`outbound`]: owner outbox messages sent once each (transaction id = outbox id).
 //! - [`typing`]: the typing notice while a step works on a room's message.
 //! - [`state`]: what the channel keeps in sled.
+//! - [`undecrypted`]: messages waiting for their keys, and the owner told when they never come.
+//! - [`vouching`]: which senders' devices count as verified.
 //! - [`pins`]: the cross-signing identities first seen for owners and trusted contacts.
 //!
 //! Who is taken, and how trusted, is the pure [`steward_events::admit`]. Sending never
@@ -25,6 +27,8 @@ pub mod pins;
 pub mod session;
 pub mod state;
 pub mod typing;
+pub mod undecrypted;
+pub mod vouching;
 
 use std::time::Duration;
 
@@ -112,7 +116,7 @@ async fn session(channel: &MatrixChannel, cx: &ChannelContext) -> Result<(), Dow
         owner: &channel.owner,
         cx,
         typing: &typing,
-        pins: &channel.account.pins(),
+        pins: &pins::Pins::of(&channel.account),
     }
     .run()
     .await

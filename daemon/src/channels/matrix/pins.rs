@@ -13,7 +13,8 @@
 //!   user id to the base64 ed25519 master key first seen. It is a file, not a sled tree, so
 //!   that the owner can accept an identity they reset themselves: delete their line (or the
 //!   file) and the next message pins the new identity. The warning the daemon logs when a
-//!   pinned identity changes says so.
+//!   pinned identity changes says so, and so does the notice an owner gets through the
+//!   outbox, once per new identity of theirs.
 //! - Only owners and trusted contacts are pinned: strangers are refused before their
 //!   devices matter, and must not be able to grow the file.
 //! - A file that cannot be read or parsed pins nothing and vouches for no one (every device
@@ -23,6 +24,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
+
+use super::session::{Account, write_private};
 
 /// What a user's current identity is, against the pins.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +49,11 @@ impl Pins {
         Self { path }
     }
 
+    /// The account's pins file, `DATA/matrix/pinned-identities.json`.
+    pub fn of(account: &Account) -> Self {
+        Self::new(account.dir().join("pinned-identities.json"))
+    }
+
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
@@ -62,7 +70,7 @@ impl Pins {
             None => {
                 pins.insert(user.to_owned(), master_key.to_owned());
                 let text = serde_json::to_vec_pretty(&pins)?;
-                super::session::write_private(&self.path, &text)
+                write_private(&self.path, &text)
                     .with_context(|| format!("cannot write {}", self.path.display()))?;
                 Ok(Pin::FirstSeen)
             }

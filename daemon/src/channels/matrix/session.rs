@@ -76,9 +76,9 @@ impl Account {
         }
     }
 
-    /// The identities first seen for owners and trusted contacts ([`super::pins`]).
-    pub fn pins(&self) -> super::pins::Pins {
-        super::pins::Pins::new(self.dir.join("pinned-identities.json"))
+    /// `DATA/matrix/`, where the account's files live.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn session_file(&self) -> PathBuf {
