@@ -1,6 +1,7 @@
 //! Whether the tests run as root (`test_as_root`: a test that creates a user to try the
 //! socket as someone else is otherwise built `#[ignore]`d with the reason), whether Debian's
-//! Chromium and chromedriver are there (`web_browser`, for the web page's browser test), and which
+//! Chromium and chromedriver are there (`web_browser`, for the web page's browser test), whether
+//! strace is (`strace`, for the idle test's watch on the daemon's system calls), and which
 //! third-party packages the interoperability tests can use: `scripts/interop-venv.sh`
 //! installs them into a virtual environment and marks each one that installed. A test whose
 //! package is missing is built `#[ignore]`d with the reason, so it is counted as skipped,
@@ -32,6 +33,12 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(test_as_root)");
     // The web page's browser test drives Debian's Chromium over its chromedriver.
     println!("cargo::rustc-check-cfg=cfg(web_browser)");
+    // The idle test watches the daemon's system calls with strace.
+    println!("cargo::rustc-check-cfg=cfg(strace)");
+    println!("cargo::rerun-if-changed=/usr/bin/strace");
+    if std::path::Path::new("/usr/bin/strace").exists() {
+        println!("cargo::rustc-cfg=strace");
+    }
     for program in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         println!("cargo::rerun-if-changed={program}");
     }

@@ -15,6 +15,7 @@ mod disk;
 mod email;
 mod files;
 mod http;
+mod idle;
 mod interop;
 mod lifecycle;
 mod logs;

@@ -130,10 +130,13 @@ impl Inbound<'_> {
                 }
             }
             self.retry_undecrypted().await?;
-            self.state
-                .set_sync_token(&response.next_batch)
-                .await
-                .map_err(stored)?;
+            // An idle long poll ends with the position it started from: nothing to write.
+            if token.as_deref() != Some(response.next_batch.as_str()) {
+                self.state
+                    .set_sync_token(&response.next_batch)
+                    .await
+                    .map_err(stored)?;
+            }
             let rooms = self.client.joined_rooms().len();
             self.cx
                 .set_health(ChannelHealth::ready(format!("ready ({rooms} rooms)")));
