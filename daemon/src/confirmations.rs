@@ -29,6 +29,12 @@ pub struct Confirmations {
     pub outbox: crate::owner::outbox::Outbox,
 }
 
+/// The longest the expiry waits before it looks at the requests again, whatever it
+/// expects: a clock set forward, or a change it missed, is caught by then.
+const EXPIRY_RECHECK: Duration = Duration::from_secs(60);
+/// The shortest: a request due but not expired (the store failed) is not retried in a loop.
+const EXPIRY_FLOOR: Duration = Duration::from_millis(100);
+
 /// What an answer came to, for the client.
 #[derive(Debug)]
 pub enum Answer {
@@ -192,28 +198,48 @@ impl Confirmations {
     }
 
     /// Expires unanswered requests until shutdown; each expiry is told to the trajectory.
+    /// It sleeps until the next request is due, or until the requests change (a new one may
+    /// be due sooner), and at most [`EXPIRY_RECHECK`]: polled every half second, an idle
+    /// daemon with no request at all woke twice a second to read every request it kept.
     pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut changes = self.pending.watch();
         loop {
+            self.expire_due().await;
+            let wait = match self.pending.next_expiry() {
+                Ok(Some(due)) => (due - chrono::Utc::now())
+                    .to_std()
+                    .unwrap_or(Duration::ZERO),
+                Ok(None) => EXPIRY_RECHECK,
+                Err(e) => {
+                    warn!(error = %e, "could not read when the next request for confirmation expires");
+                    EXPIRY_RECHECK
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
+                () = tokio::time::sleep(wait.clamp(EXPIRY_FLOOR, EXPIRY_RECHECK)) => {}
+                // `None`: the store is closing; the branch is off and shutdown follows.
+                Some(_) = &mut changes => {}
             }
-            match self.pending.expire_due(chrono::Utc::now()) {
-                Ok(expired) => {
-                    for action in expired {
-                        info!(pending_id = %action.id, tool = %action.tool, "request for confirmation expired");
-                        let text = format!(
-                            "Action {} (`{}`) expired without an answer; it was not run (this is not a denial).",
-                            action.id, action.tool
-                        );
-                        if let Err(e) = self.tell(&action, text).await {
-                            warn!(pending_id = %action.id, error = %e, "could not record the expiry in the trajectory");
-                        }
+        }
+    }
+
+    /// Expires the requests that are due now.
+    async fn expire_due(&self) {
+        match self.pending.expire_due(chrono::Utc::now()) {
+            Ok(expired) => {
+                for action in expired {
+                    info!(pending_id = %action.id, tool = %action.tool, "request for confirmation expired");
+                    let text = format!(
+                        "Action {} (`{}`) expired without an answer; it was not run (this is not a denial).",
+                        action.id, action.tool
+                    );
+                    if let Err(e) = self.tell(&action, text).await {
+                        warn!(pending_id = %action.id, error = %e, "could not record the expiry in the trajectory");
                     }
                 }
-                Err(e) => warn!(error = %e, "could not check pending actions for expiry"),
             }
+            Err(e) => warn!(error = %e, "could not check pending actions for expiry"),
         }
     }
 

@@ -238,11 +238,13 @@ async fn start_channels(
     Ok((owner, tools_ready))
 }
 
-/// Flushes the store every second, so that an I/O error sled met in the background (its
-/// own flusher on a full disk: after one, sled takes no writes) stops the daemon through
-/// [`Store::fault`] while it is idle, not at the next input it would have to refuse.
+/// Flushes the store every five seconds, so that an I/O error sled met in the background
+/// (its own flusher on a full disk: after one, sled takes no writes) stops the daemon
+/// through [`Store::fault`] while it is idle, not at the next input it would have to refuse.
+/// A flush of a store with nothing to write costs a wake of one of sled's threads and of a
+/// runtime worker: every second, those were most of an idle daemon's wake-ups.
 async fn watch_store(store: Store, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
     loop {
         tokio::select! {
             _ = tick.tick() => {}

@@ -226,6 +226,22 @@ impl PendingStore {
         Ok(expired)
     }
 
+    /// When the next pending request expires, if any is pending.
+    pub fn next_expiry(&self) -> Result<Option<DateTime<Utc>>, PendingError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|a| a.state == PendingState::Pending)
+            .map(|a| a.expires_at)
+            .min())
+    }
+
+    /// Resolves at every change to the requests (one made, answered, expired, purged): for
+    /// a waiter that must look again.
+    pub fn watch(&self) -> sled::Subscriber {
+        self.tree.watch_prefix(Vec::<u8>::new())
+    }
+
     /// Removes answered actions (anything not `pending` or `approved`) requested longer ago
     /// than `retention`, so listing and the expiry scan stay bounded.
     pub fn purge(&self, retention: std::time::Duration) -> Result<usize, PendingError> {
@@ -345,7 +361,13 @@ mod tests {
                 std::time::Duration::from_secs(3600),
             )
             .unwrap();
+        assert_eq!(store.next_expiry().unwrap(), Some(action.expires_at));
         let expired = store.expire_due(Utc::now()).unwrap();
+        assert_eq!(
+            store.next_expiry().unwrap(),
+            Some(same.expires_at.min(later.expires_at)),
+            "the expired one is no longer waited for"
+        );
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].id, action.id);
         assert_eq!(store.get(&action.id).unwrap().state, PendingState::Expired);
@@ -356,5 +378,14 @@ mod tests {
             "only the answered one goes"
         );
         assert_eq!(store.list().unwrap().len(), 2);
+        for open in [&same, &later] {
+            let denied = store
+                .transition(&open.id, PendingState::Pending, |a| {
+                    a.state = PendingState::Denied
+                })
+                .unwrap();
+            assert!(denied.is_ok());
+        }
+        assert_eq!(store.next_expiry().unwrap(), None, "nothing pending");
     }
 }

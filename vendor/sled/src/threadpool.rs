@@ -53,6 +53,23 @@ impl Queue {
         queue.pop_front()
     }
 
+    // Steward's change (see vendor/sled/STEWARD.md): what an immortal thread waits with. It
+    // waited with `recv_timeout(1 s)`, which only a dynamic thread needs (to retire when
+    // idle): seven immortal threads each woke once a second for as long as the process
+    // lived, to find the queue empty. `send` notifies a waiter after pushing under the same
+    // lock, so waiting without a deadline misses no work.
+    fn recv(&self) -> Work {
+        let mut queue = self.mu.lock();
+        loop {
+            if let Some(work) = queue.pop_front() {
+                return work;
+            }
+            WAITING_THREAD_COUNT.fetch_add(1, SeqCst);
+            self.cv.wait(&mut queue);
+            WAITING_THREAD_COUNT.fetch_sub(1, SeqCst);
+        }
+    }
+
     fn try_recv(&self) -> Option<Work> {
         let mut queue = self.mu.lock();
         queue.pop_front()
@@ -99,7 +116,11 @@ fn perform_work(is_immortal: bool) {
 
     while is_immortal || performed < 5 || contiguous_overshoots < 3 {
         debug_delay();
-        let task_res = QUEUE.recv_timeout(wait_limit);
+        let task_res = if is_immortal {
+            Some(QUEUE.recv())
+        } else {
+            QUEUE.recv_timeout(wait_limit)
+        };
 
         if let Some(task) = task_res {
             WAITING_THREAD_COUNT.fetch_sub(1, SeqCst);
