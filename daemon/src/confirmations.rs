@@ -29,9 +29,9 @@ pub struct Confirmations {
     pub outbox: crate::owner::outbox::Outbox,
 }
 
-/// The longest the expiry waits before it looks at the requests again, whatever it
-/// expects: a clock set forward, or a change it missed, is caught by then.
-const EXPIRY_RECHECK: Duration = Duration::from_secs(60);
+/// The longest the expiry waits before it looks at the requests again: a request made
+/// meanwhile, or a clock set forward, is caught by then.
+const EXPIRY_RECHECK: Duration = Duration::from_secs(5);
 /// The shortest: a request due but not expired (the store failed) is not retried in a loop.
 const EXPIRY_FLOOR: Duration = Duration::from_millis(100);
 
@@ -198,11 +198,13 @@ impl Confirmations {
     }
 
     /// Expires unanswered requests until shutdown; each expiry is told to the trajectory.
-    /// It sleeps until the next request is due, or until the requests change (a new one may
-    /// be due sooner), and at most [`EXPIRY_RECHECK`]: polled every half second, an idle
-    /// daemon with no request at all woke twice a second to read every request it kept.
+    /// It sleeps until the next pending request is due, and at most [`EXPIRY_RECHECK`] (a
+    /// request made meanwhile may be due sooner): polled every half second, an idle daemon
+    /// with no request at all woke twice a second to read every request it kept. A request
+    /// expires when it is due, or up to [`EXPIRY_RECHECK`] later when it was made during the
+    /// wait and is due before the wait ends. Not woken by the store's change feed: a sled
+    /// subscriber that is not read fast enough blocks the writers, this loop's own included.
     pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut changes = self.pending.watch();
         loop {
             self.expire_due().await;
             let wait = match self.pending.next_expiry() {
@@ -218,8 +220,6 @@ impl Confirmations {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(wait.clamp(EXPIRY_FLOOR, EXPIRY_RECHECK)) => {}
-                // `None`: the store is closing; the branch is off and shutdown follows.
-                Some(_) = &mut changes => {}
             }
         }
     }

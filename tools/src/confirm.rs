@@ -236,12 +236,6 @@ impl PendingStore {
             .min())
     }
 
-    /// Resolves at every change to the requests (one made, answered, expired, purged): for
-    /// a waiter that must look again.
-    pub fn watch(&self) -> sled::Subscriber {
-        self.tree.watch_prefix(Vec::<u8>::new())
-    }
-
     /// Removes answered actions (anything not `pending` or `approved`) requested longer ago
     /// than `retention`, so listing and the expiry scan stay bounded.
     pub fn purge(&self, retention: std::time::Duration) -> Result<usize, PendingError> {
