@@ -338,11 +338,22 @@ async fn the_owners_message_in_an_encrypted_dm_is_answered_there_once_threaded_t
     let mut daemon = daemon;
     assert!(daemon.terminate().success());
     let stopped = doctor(&daemon);
-    assert!(stopped.contains("the store holds its keys"), "{stopped}");
+    assert!(
+        stopped.contains("the store holds its keys")
+            && stopped.contains("the device is signed by the account's cross-signing identity"),
+        "{stopped}"
+    );
 }
 
 /// `steward doctor --json`'s Matrix check (its detail), asserted passing.
 fn doctor(daemon: &TestDaemon) -> String {
+    let check = doctor_check(daemon);
+    assert_eq!(check["status"], "pass", "{check}");
+    check["detail"].as_str().unwrap().to_owned()
+}
+
+/// `steward doctor --json`'s Matrix check.
+fn doctor_check(daemon: &TestDaemon) -> Value {
     let output = Command::new(crate::support::BIN)
         .args(crate::support::common_args(daemon.path()))
         .args(["doctor", "--json"])
@@ -350,15 +361,13 @@ fn doctor(daemon: &TestDaemon) -> String {
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let check = report["checks"]
+    report["checks"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "matrix")
         .cloned()
-        .unwrap_or_else(|| panic!("no matrix check: {report}"));
-    assert_eq!(check["status"], "pass", "{check}");
-    check["detail"].as_str().unwrap().to_owned()
+        .unwrap_or_else(|| panic!("no matrix check: {report}"))
 }
 
 /// An owner whose client shares room keys only with devices signed by their account's
@@ -1337,4 +1346,17 @@ async fn an_access_token_logs_in_as_its_own_device_and_a_revoked_password_sessio
             .any(|s| s.body == "By a new device.")
     })
     .await;
+    // The identity was made by the first device, whose keys stayed in the store set aside:
+    // the new device is not signed by it, and `steward doctor` says so.
+    let mut daemon = daemon;
+    assert!(daemon.terminate().success());
+    let check = doctor_check(&daemon);
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the device is not signed by the account's cross-signing identity"),
+        "{check}"
+    );
 }

@@ -316,7 +316,12 @@ async fn matrix_check(config: &Config, data_dir: &Path, running: bool) -> Option
     let matrix = config.matrix.as_ref()?;
     let account = crate::channels::matrix::session::Account::new(matrix.clone(), data_dir);
     Some(match account.diagnose(running).await {
-        Ok(detail) => pass("matrix", detail),
+        Ok(found) if found.unsigned_device => warn(
+            "matrix",
+            found.detail,
+            "clients that share keys only with signed devices (Element's \"exclude insecure devices\") will not reach the assistant: verify its device from another session of the account",
+        ),
+        Ok(found) => pass("matrix", found.detail),
         Err(e) => fail(
             "matrix",
             format!("{e:#}"),

@@ -61,6 +61,14 @@ struct Saved {
     session: MatrixSession,
 }
 
+/// What `steward doctor` found of the account (see [`Account::diagnose`]).
+#[derive(Debug)]
+pub struct Diagnosis {
+    pub detail: String,
+    /// Clients that share keys only with signed devices will not reach this one.
+    pub unsigned_device: bool,
+}
+
 /// Where the account's session and stores live.
 #[derive(Clone, Debug)]
 pub struct Account {
@@ -228,9 +236,9 @@ impl Account {
 
     /// `steward doctor`: the homeserver answers, the saved session is still valid, and —
     /// when the daemon does not hold it (`store_in_use`) — the store opens and holds that
-    /// device's keys. Never logs in: a new device would be an orphan. What was found, or
-    /// what is wrong.
-    pub async fn diagnose(&self, store_in_use: bool) -> anyhow::Result<String> {
+    /// device's keys, and whether the account's cross-signing identity signed the device.
+    /// Never logs in: a new device would be an orphan. What was found, or what is wrong.
+    pub async fn diagnose(&self, store_in_use: bool) -> anyhow::Result<Diagnosis> {
         self.config
             .login
             .secret()
@@ -242,10 +250,13 @@ impl Account {
                 .server_versions()
                 .await
                 .context("the homeserver does not answer")?;
-            return Ok(format!(
-                "{} answers; not logged in yet (the daemon logs in as a new device at its first start)",
-                self.config.homeserver
-            ));
+            return Ok(Diagnosis {
+                detail: format!(
+                    "{} answers; not logged in yet (the daemon logs in as a new device at its first start)",
+                    self.config.homeserver
+                ),
+                unsigned_device: false,
+            });
         };
         let device = saved.session.meta.device_id.to_string();
         let client = if store_in_use {
@@ -261,15 +272,30 @@ impl Account {
             .whoami()
             .await
             .context("the homeserver refused the saved session")?;
-        let store = if store_in_use {
-            "the running daemon holds the store"
+        if store_in_use {
+            return Ok(Diagnosis {
+                detail: format!(
+                    "logged in as {} (device {device}); the running daemon holds the store",
+                    who.user_id
+                ),
+                unsigned_device: false,
+            });
+        }
+        let signed = device_signed(&client.encryption())
+            .await
+            .context("cannot read the device's own keys from the store")?;
+        let signing = if signed {
+            "the device is signed by the account's cross-signing identity"
         } else {
-            "the store holds its keys"
+            "the device is not signed by the account's cross-signing identity"
         };
-        Ok(format!(
-            "logged in as {} (device {device}); {store}",
-            who.user_id
-        ))
+        Ok(Diagnosis {
+            detail: format!(
+                "logged in as {} (device {device}); the store holds its keys; {signing}",
+                who.user_id
+            ),
+            unsigned_device: !signed,
+        })
     }
 
     /// The session of an access token: its own user and device.
@@ -385,22 +411,33 @@ pub async fn sign_device(client: &Client, config: &MatrixConfig) {
         warn!(error = %e, "cannot give the Matrix account a cross-signing identity; clients that share keys only with signed devices will not reach this one");
         return;
     }
-    // Holding the identity's self-signing key, this device signed itself when the identity
-    // was made (the local copy of its own keys learns of that signature only at the next
-    // key query); otherwise another session may have signed it.
-    let holds_key = encryption
-        .cross_signing_status()
-        .await
-        .is_some_and(|status| status.has_self_signing);
-    match encryption.get_own_device().await {
-        Ok(Some(device)) if holds_key || device.is_cross_signed_by_owner() => {
+    match device_signed(&encryption).await {
+        Ok(true) => {
             info!("the Matrix device is signed by its account's cross-signing identity");
         }
-        Ok(_) => warn!(
+        Ok(false) => warn!(
             "the Matrix device is not signed by its account's cross-signing identity (made by another session); clients that share keys only with signed devices will not reach it until it is verified from a session of the account"
         ),
         Err(e) => warn!(error = %e, "cannot read the Matrix device's own keys"),
     }
+}
+
+/// Whether the account's cross-signing identity signed this device. Holding the identity's
+/// self-signing key, the device signed itself when the identity was made (the local copy of
+/// its own keys learns of that signature only at the next key query); otherwise another
+/// session may have signed it.
+async fn device_signed(
+    encryption: &matrix_sdk::encryption::Encryption,
+) -> Result<bool, matrix_sdk::encryption::CryptoStoreError> {
+    let holds_key = encryption
+        .cross_signing_status()
+        .await
+        .is_some_and(|status| status.has_self_signing);
+    Ok(holds_key
+        || encryption
+            .get_own_device()
+            .await?
+            .is_some_and(|device| device.is_cross_signed_by_owner()))
 }
 
 /// The password as interactive auth for `session`, when the account logs in by password.
