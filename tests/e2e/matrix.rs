@@ -533,7 +533,17 @@ async fn the_default_log_has_stewards_lines_and_not_the_sdks_housekeeping() {
         text.contains("the Matrix device is signed by its account's cross-signing identity"),
         "{text}"
     );
-    let sdk: Vec<&str> = text.lines().filter(|l| l.contains("matrix_sdk")).collect();
+    // One warning of the SDK's own is left, sometimes, at a new device's first sync: it sends
+    // the device's keys and its query of the account's devices at once, and when the query
+    // is answered first it warns that the device "might have been deleted". It is a race
+    // inside the SDK, once per device; not hidden, because the same target warns of keys
+    // that fail their checks.
+    let sdk: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.contains("matrix_sdk") && !l.contains("Our own device might have been deleted")
+        })
+        .collect();
     assert!(sdk.is_empty(), "{sdk:#?}");
 }
 
