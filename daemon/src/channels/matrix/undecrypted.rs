@@ -1,8 +1,9 @@
 //! Messages that could not be decrypted when they arrived.
 //!
 //! Decided here:
-//! - An event that cannot be decrypted yet is kept (in sled, [`super::state::ChannelState`]) and tried
-//!   again after every sync; its keys usually come within seconds, in a later sync.
+//! - An event that cannot be decrypted yet is kept (in sled, [`super::state::ChannelState`])
+//!   and tried again after every sync; its keys usually come within seconds, in a later
+//!   sync.
 //! - After `matrix.keys_wait_secs` (10 minutes) without its keys it is recorded `dead`,
 //!   naming its sender and why, and when an owner sent it the owner is told, through the
 //!   owner outbox, that it could not be read and should be sent again — otherwise the owner
