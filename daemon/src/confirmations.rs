@@ -206,17 +206,12 @@ impl Confirmations {
     /// subscriber that is not read fast enough blocks the writers, this loop's own included.
     pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
-            self.expire_due().await;
-            let wait = match self.pending.next_expiry() {
-                Ok(Some(due)) => (due - chrono::Utc::now())
+            let next_due = self.expire_due().await;
+            let wait = next_due.map_or(EXPIRY_RECHECK, |due| {
+                (due - chrono::Utc::now())
                     .to_std()
-                    .unwrap_or(Duration::ZERO),
-                Ok(None) => EXPIRY_RECHECK,
-                Err(e) => {
-                    warn!(error = %e, "could not read when the next request for confirmation expires");
-                    EXPIRY_RECHECK
-                }
-            };
+                    .unwrap_or(Duration::ZERO)
+            });
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(wait.clamp(EXPIRY_FLOOR, EXPIRY_RECHECK)) => {}
@@ -224,11 +219,11 @@ impl Confirmations {
         }
     }
 
-    /// Expires the requests that are due now.
-    async fn expire_due(&self) {
+    /// Expires the requests that are due now; when the next pending one is due.
+    async fn expire_due(&self) -> Option<chrono::DateTime<chrono::Utc>> {
         match self.pending.expire_due(chrono::Utc::now()) {
-            Ok(expired) => {
-                for action in expired {
+            Ok(expiry) => {
+                for action in expiry.expired {
                     info!(pending_id = %action.id, tool = %action.tool, "request for confirmation expired");
                     let text = format!(
                         "Action {} (`{}`) expired without an answer; it was not run (this is not a denial).",
@@ -238,8 +233,12 @@ impl Confirmations {
                         warn!(pending_id = %action.id, error = %e, "could not record the expiry in the trajectory");
                     }
                 }
+                expiry.next_due
             }
-            Err(e) => warn!(error = %e, "could not check pending actions for expiry"),
+            Err(e) => {
+                warn!(error = %e, "could not check pending actions for expiry");
+                None
+            }
         }
     }
 

@@ -86,6 +86,15 @@ fn preview(tool: &str, args: &Value) -> String {
     text
 }
 
+/// What [`PendingStore::expire_due`] did, and what it leaves to wait for.
+#[derive(Debug)]
+pub struct Expiry {
+    /// The requests it marked `expired`.
+    pub expired: Vec<PendingAction>,
+    /// When the next request still pending expires; `None` when none is pending.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
 impl PendingStore {
     pub fn new(tree: sled::Tree) -> Self {
         Self { tree }
@@ -208,11 +217,17 @@ impl PendingStore {
         Ok(())
     }
 
-    /// Marks every pending action past its expiry as `expired`; returns them.
-    pub fn expire_due(&self, now: DateTime<Utc>) -> Result<Vec<PendingAction>, PendingError> {
+    /// Marks every pending action past its expiry as `expired`; returns them, and when the
+    /// next of those still pending expires (one pass over the requests for both).
+    pub fn expire_due(&self, now: DateTime<Utc>) -> Result<Expiry, PendingError> {
         let mut expired = Vec::new();
+        let mut next_due: Option<DateTime<Utc>> = None;
         for action in self.list()? {
-            if action.state != PendingState::Pending || action.expires_at > now {
+            if action.state != PendingState::Pending {
+                continue;
+            }
+            if action.expires_at > now {
+                next_due = Some(next_due.map_or(action.expires_at, |d| d.min(action.expires_at)));
                 continue;
             }
             let answered = self.transition(&action.id, PendingState::Pending, |a| {
@@ -223,17 +238,7 @@ impl PendingStore {
                 expired.push(done);
             }
         }
-        Ok(expired)
-    }
-
-    /// When the next pending request expires, if any is pending.
-    pub fn next_expiry(&self) -> Result<Option<DateTime<Utc>>, PendingError> {
-        Ok(self
-            .list()?
-            .into_iter()
-            .filter(|a| a.state == PendingState::Pending)
-            .map(|a| a.expires_at)
-            .min())
+        Ok(Expiry { expired, next_due })
     }
 
     /// Removes answered actions (anything not `pending` or `approved`) requested longer ago
@@ -355,10 +360,14 @@ mod tests {
                 std::time::Duration::from_secs(3600),
             )
             .unwrap();
-        assert_eq!(store.next_expiry().unwrap(), Some(action.expires_at));
-        let expired = store.expire_due(Utc::now()).unwrap();
+        let before = store
+            .expire_due(action.expires_at - chrono::Duration::seconds(1))
+            .unwrap();
+        assert!(before.expired.is_empty());
+        assert_eq!(before.next_due, Some(action.expires_at));
+        let Expiry { expired, next_due } = store.expire_due(Utc::now()).unwrap();
         assert_eq!(
-            store.next_expiry().unwrap(),
+            next_due,
             Some(same.expires_at.min(later.expires_at)),
             "the expired one is no longer waited for"
         );
@@ -380,6 +389,10 @@ mod tests {
                 .unwrap();
             assert!(denied.is_ok());
         }
-        assert_eq!(store.next_expiry().unwrap(), None, "nothing pending");
+        assert_eq!(
+            store.expire_due(Utc::now()).unwrap().next_due,
+            None,
+            "nothing pending"
+        );
     }
 }

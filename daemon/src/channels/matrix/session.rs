@@ -388,24 +388,25 @@ async fn forget_sdk_sync_token(client: &Client) -> anyhow::Result<()> {
 
 /// Makes the account's cross-signing identity when it has none, which signs this device;
 /// warns when the device stays unsigned (see the module docs). Called after the channel's
-/// first sync: the SDK has uploaded the device's keys and asked for the account's by then,
-/// so the account's devices and identity are known (asked any earlier, the homeserver does
-/// not list the new device yet, and the SDK warns that it "might have been deleted").
+/// first sync: the SDK has uploaded the device's keys by then, so the account's devices and
+/// identity, asked for here, are known (asked before the upload, the new device is missing
+/// from the answer).
 pub async fn sign_device(client: &Client, config: &MatrixConfig) {
     let encryption = client.encryption();
     let made = match encryption.bootstrap_cross_signing_if_needed(None).await {
-        Err(e) if e.as_uiaa_response().is_some() => {
-            let session = e.as_uiaa_response().and_then(|info| info.session.clone());
-            match password_auth(config, session) {
-                Some(auth) => {
-                    encryption
-                        .bootstrap_cross_signing_if_needed(Some(auth))
-                        .await
-                }
-                None => Err(e),
+        // The homeserver asks for interactive auth: again, with the password if there is one.
+        Err(e) => match e
+            .as_uiaa_response()
+            .and_then(|info| password_auth(config, info.session.clone()))
+        {
+            Some(auth) => {
+                encryption
+                    .bootstrap_cross_signing_if_needed(Some(auth))
+                    .await
             }
-        }
-        other => other,
+            None => Err(e),
+        },
+        made => made,
     };
     if let Err(e) = made {
         warn!(error = %e, "cannot give the Matrix account a cross-signing identity; clients that share keys only with signed devices will not reach this one");
