@@ -547,6 +547,63 @@ async fn the_default_log_has_stewards_lines_and_not_the_sdks_housekeeping() {
     assert!(sdk.is_empty(), "{sdk:#?}");
 }
 
+/// The SDK's SQLite files (not the `-shm` maps, which readers touch): name, length, time
+/// of last change.
+fn sdk_store_files(daemon: &TestDaemon) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(daemon.path().join("matrix/store"))
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| !entry.file_name().to_string_lossy().ends_with("-shm"))
+        .map(|entry| {
+            let meta = entry.metadata().unwrap();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                meta.len(),
+                meta.modified().unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// An idle channel's long polls come back empty every 30 s; none of them runs the SDK's
+/// sync processing (which wrote its stores each time and mapped megabytes of code back
+/// into memory), and a message after them is read and answered as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_channel_leaves_the_sdks_stores_alone_and_still_answers() {
+    let (owner, bot, daemon, _model) = owner_and_daemon(vec![text_answer("Still here.")], "").await;
+    let room = owner.direct_room(&bot).await;
+    owner.wait_to_know(&bot, &daemon_device(&daemon)).await;
+    // The joining's syncs settle; then a window longer than one long poll stays quiet.
+    let mut before = sdk_store_files(&daemon);
+    let mut quiet_since = std::time::Instant::now();
+    wait_until(
+        120,
+        "a long poll's whole length passes with the stores untouched",
+        || {
+            let now = sdk_store_files(&daemon);
+            if now != before {
+                before = now;
+                quiet_since = std::time::Instant::now();
+            }
+            let quiet = quiet_since.elapsed() > Duration::from_secs(35);
+            async move { quiet }
+        },
+    )
+    .await;
+    owner.say(&room, "Are you still there?").await;
+    wait_until(60, "the answer arrives", || async {
+        owner
+            .seen_from(&bot)
+            .iter()
+            .any(|s| s.body == "Still here.")
+    })
+    .await;
+    let events = matrix_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+}
+
 /// An owner's message whose keys never reach the assistant (the owner's client blocked the
 /// assistant's device, so it shares no room key with it) is recorded `dead` after
 /// `keys_wait_secs`, and the owner is told to send it again: it is not left unanswered.

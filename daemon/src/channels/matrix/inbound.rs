@@ -6,6 +6,8 @@
 //!   taken before: the same message read again after a crash is recognised by its dedupe
 //!   key, `matrix:EVENT_ID`, and skipped). A crash re-reads the last sync; nothing is lost,
 //!   nothing is taken twice.
+//! - After a session's first sync the loop waits with [`super::peek`]'s long poll and lets
+//!   the SDK sync only when something came: an idle channel runs none of the SDK's code.
 //! - The very first sync (no position yet) takes no messages: they are history from before
 //!   the assistant was there. Likewise, in a room it has just joined, what came before its
 //!   own join is history.
@@ -27,7 +29,7 @@ use chrono::{TimeZone, Utc};
 use matrix_sdk::config::{SyncSettings, SyncToken};
 use matrix_sdk::deserialized_responses::TimelineEvent;
 use matrix_sdk::room::MessagesOptions;
-use matrix_sdk::ruma::api::client::filter::FilterDefinition;
+use matrix_sdk::ruma::api::client::filter::{Filter as EventFilter, FilterDefinition};
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::{OwnedRoomId, UInt};
 use matrix_sdk::sync::JoinedRoomUpdate;
@@ -40,6 +42,7 @@ use steward_events::{
 use tracing::{debug, info, warn};
 
 use super::parse::{Incoming, Message, parse};
+use super::peek::{News, Peek};
 use super::pins::Pins;
 use super::state::{ChannelState, Undecrypted};
 use super::typing::Typing;
@@ -98,15 +101,34 @@ impl Inbound<'_> {
     pub async fn run(&self) -> Result<(), Down> {
         let mut filter = FilterDefinition::default();
         filter.room.timeline.limit = Some(UInt::from(TIMELINE_LIMIT));
+        // Presence is not used, and would end every idle long poll.
+        filter.presence = EventFilter::ignore_all();
+        let mut peek = Peek::new(&filter);
         let filter = Filter::FilterDefinition(filter);
         self.cx
             .set_health(ChannelHealth::starting("syncing with the homeserver"));
-        let mut signed = false;
+        let mut synced = false;
         loop {
             let token = self.state.sync_token().map_err(stored)?;
+            // After the session's first sync the SDK runs only when something came.
+            let mut wait = SYNC_TIMEOUT;
+            if synced && let Some(since) = &token {
+                let news = tokio::select! {
+                    () = self.cx.shutdown().cancelled() => return Ok(()),
+                    news = peek.wait(self.client, since, SYNC_TIMEOUT) => news,
+                };
+                match news {
+                    Some(News::Nothing) => {
+                        self.retry_undecrypted().await?;
+                        continue;
+                    }
+                    Some(News::Arrived) => wait = Duration::ZERO,
+                    None => {}
+                }
+            }
             let settings = SyncSettings::default()
                 .filter(filter.clone())
-                .timeout(SYNC_TIMEOUT)
+                .timeout(wait)
                 .token(match &token {
                     Some(token) => SyncToken::Specific(token.clone()),
                     None => SyncToken::NoToken,
@@ -115,9 +137,9 @@ impl Inbound<'_> {
                 () = self.cx.shutdown().cancelled() => return Ok(()),
                 response = self.client.sync_once(settings) => response.map_err(failed("sync"))?,
             };
-            if !signed {
+            if !synced {
                 super::session::sign_device(self.client, self.config).await;
-                signed = true;
+                synced = true;
             }
             let first = token.is_none();
             debug!(since = ?token, next = %response.next_batch, joined = response.rooms.joined.len(), left = response.rooms.left.len(), invited = response.rooms.invited.len(), to_device = response.to_device.len(), "synced");

@@ -11,6 +11,7 @@
 //! - [`state`]: what the channel keeps in sled.
 //! - [`undecrypted`]: messages waiting for their keys, and the owner told when they never come.
 //! - [`vouching`]: which senders' devices count as verified.
+//! - [`peek`]: the idle long poll made without the SDK, which runs only when something came.
 //! - [`pins`]: the cross-signing identities first seen for owners and trusted contacts.
 //!
 //! Who is taken, and how trusted, is the pure [`steward_events::admit`]. Sending never
@@ -23,6 +24,7 @@
 pub mod inbound;
 pub mod outbound;
 pub mod parse;
+pub mod peek;
 pub mod pins;
 pub mod session;
 pub mod state;
