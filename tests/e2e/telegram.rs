@@ -442,6 +442,42 @@ async fn a_new_token_starts_the_offset_over_and_the_new_bots_first_update_is_tak
     );
 }
 
+/// A token the Bot API refuses keeps the channel down, saying why; once the owner puts the
+/// right one in the token file, the next attempt (the channel's same HTTP client, the token
+/// read anew) connects, and the owner's message is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_keeps_the_channel_down_until_its_file_holds_the_right_one() {
+    let bot = Bot::new(BOT, "steward_bot");
+    let server = BotApiServer::start(std::slice::from_ref(&bot)).await;
+    let model = ScriptedModel::start(vec![text_answer("Connected.")], 4096);
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("telegram-token");
+    std::fs::write(&token_file, "7001:not-this-bots-token").unwrap();
+    let config = format!(
+        "{}\n[telegram]\ntoken_file = \"{}\"\napi_url = \"{}\"\nowners = [{OWNER}]\n",
+        config(model.port),
+        token_file.display(),
+        server.url
+    );
+    let daemon = TestDaemon::start_with_env(&config, &[]);
+    wait_until(30, "the channel says the token is refused", || async {
+        daemon
+            .channel_state("telegram")
+            .await
+            .is_some_and(|state| state.contains("telegram.token_file is not a bot's token"))
+    })
+    .await;
+    std::fs::write(&token_file, &bot.token).unwrap();
+    daemon.wait_channel_ready("telegram", 90).await;
+    server.message_from(BOT, OWNER, 1, "Are you there now?");
+    wait_until(30, "the answer is sent", || async {
+        texts(&server.sent_to(OWNER)).contains(&"Connected.".to_owned())
+    })
+    .await;
+    let events = telegram_events(&daemon).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_is_waited_out_and_a_409_is_shown_not_hammered_and_the_token_is_never_logged() {
     let bot = Bot::new(BOT, "steward_bot");

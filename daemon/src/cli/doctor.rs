@@ -366,7 +366,11 @@ fn web_check(config: &Config) -> Option<Check> {
 /// The Telegram bot: its token read and `getMe` answered by the Bot API.
 async fn telegram_check(config: &Config) -> Option<Check> {
     let telegram = config.telegram.as_ref()?;
-    Some(match crate::channels::telegram::connect(telegram).await {
+    let connected = match crate::channels::telegram::api::http_client() {
+        Ok(http) => crate::channels::telegram::connect(telegram, http).await,
+        Err(e) => Err(e.to_string()),
+    };
+    Some(match connected {
         Ok((_, me)) => pass(
             "telegram",
             format!(

@@ -120,19 +120,24 @@ impl std::fmt::Debug for BotApi {
     }
 }
 
+/// The Bot API's HTTP client: one for the channel's whole life, so that a session started
+/// again after a failure makes no new TLS setup and connection pool of its own.
+pub fn http_client() -> Result<reqwest::Client, ApiError> {
+    steward_tools::https::client_builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| ApiError::NotSent {
+            method: "client",
+            why: e.without_url().to_string(),
+        })
+}
+
 impl BotApi {
-    pub fn new(api_url: &str, token: &str) -> Result<Self, ApiError> {
-        let http = steward_tools::https::client_builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ApiError::NotSent {
-                method: "client",
-                why: e.without_url().to_string(),
-            })?;
-        Ok(Self {
+    pub fn new(http: reqwest::Client, api_url: &str, token: &str) -> Self {
+        Self {
             http,
             base: format!("{api_url}/bot{token}"),
-        })
+        }
     }
 
     /// Calls `method` with `body`, waiting at most `timeout`.

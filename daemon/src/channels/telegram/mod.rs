@@ -26,6 +26,7 @@ pub mod parse;
 pub mod state;
 pub mod typing;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use steward_config::TelegramConfig;
@@ -65,17 +66,23 @@ pub fn start(config: &TelegramConfig, supervisor: &Supervisor, owner: &OwnerApi)
 }
 
 /// Runs the channel until it is stopped; each session is retried after the backoff.
+/// Its sessions share one HTTP client ([`api::http_client`]), built by the first.
 pub async fn run(channel: TelegramChannel, cx: ChannelContext) {
-    cx.keep_up(MAX_WAIT, || session(&channel, &cx)).await;
+    let http = OnceLock::new();
+    cx.keep_up(MAX_WAIT, || session(&channel, &cx, &http)).await;
 }
 
-/// The bot behind the token: `getMe` (for `steward doctor` too).
-pub async fn connect(config: &TelegramConfig) -> Result<(BotApi, api::Me), String> {
+/// The bot behind the token: `getMe` (for `steward doctor` too). The token is read anew each
+/// time, so a session started again after a failure uses a token the owner replaced.
+pub async fn connect(
+    config: &TelegramConfig,
+    http: reqwest::Client,
+) -> Result<(BotApi, api::Me), String> {
     let token = config
         .token
         .read()
         .map_err(|e| format!("{}: {e}", config.token_key()))?;
-    let api = BotApi::new(&config.api_url, &token).map_err(|e| e.to_string())?;
+    let api = BotApi::new(http, &config.api_url, &token);
     let me = api.get_me().await.map_err(|e| {
         if e.is_bad_token() {
             format!("{} is not a bot's token ({e})", config.token_key())
@@ -90,9 +97,20 @@ fn stored(e: crate::store::StoreError) -> Down {
     Down::Failed(format!("the store: {e}"))
 }
 
-async fn session(channel: &TelegramChannel, cx: &ChannelContext) -> Result<(), Down> {
+async fn session(
+    channel: &TelegramChannel,
+    cx: &ChannelContext,
+    http: &OnceLock<reqwest::Client>,
+) -> Result<(), Down> {
     cx.set_health(ChannelHealth::starting("asking the Bot API who the bot is"));
-    let (api, me) = connect(&channel.config).await.map_err(Down::Failed)?;
+    let http = match http.get() {
+        Some(http) => http.clone(),
+        None => {
+            let built = api::http_client().map_err(|e| Down::Failed(e.to_string()))?;
+            http.get_or_init(|| built).clone()
+        }
+    };
+    let (api, me) = connect(&channel.config, http).await.map_err(Down::Failed)?;
     let mut note = None;
     match channel.state.bot().map_err(stored)? {
         Some(bot) if bot == me.id => {}
