@@ -5,9 +5,10 @@ place together (see `order_code_by_use` in daemon/build.rs for why).
 It runs the release binary under valgrind's callgrind with every channel configured (the
 config of scripts/side_by_side.py: socket, HTTP with the web page, a signed webhook route,
 cron, a watch, an MCP server, email IMAP IDLE, Matrix E2EE, Telegram) and profiles it in
-three phases, each dumped on its own: the start (until READY and a settling time after it),
-work (`steward status`, the owner's message over the socket — the model is unreachable, so
-the turn fails and says so — and signed webhook deliveries), and idle. It keeps the functions
+three phases, each dumped on its own: the start (until no channel is starting, and a settling
+time after it), idle (before any work, as scripts/side_by_side.py measures idle), and work
+(`steward status`, the owner's message over the socket — the model is unreachable, so the
+turn fails and says so — and signed webhook deliveries). It keeps the functions
 that ran and the binary's symbol table has, in phase order: what idle runs first, then what
 work adds, then what only the start ran (most instructions first within each). The daemon
 unmaps its code pages once a minute (`release_code_pages` in daemon/src/allocator.rs), so
@@ -22,6 +23,7 @@ import collections
 import glob
 import hashlib
 import hmac
+import json
 import os
 import shutil
 import socket
@@ -35,8 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import side_by_side  # noqa: E402  (the every-channel config lives there)
 
 DELIVERIES = 20
-# Under valgrind the logins and handshakes that finish after READY take seconds.
-SETTLE_SECS = 60
+# After every channel is up, what the logins leave running (the Matrix channel's first
+# exchanges after its first sync) takes seconds under valgrind.
+SETTLE_SECS = 30
 
 
 def deliver(port, n):
@@ -69,6 +72,21 @@ def dump(child, profile_path, phase):
     raise RuntimeError(f"callgrind wrote no dump for the {phase} phase")
 
 
+def wait_settled(binary, data, deadline_s=600):
+    """Waits until no channel is starting (under valgrind Matrix's login and first sync take
+    a minute or more after READY); Telegram, whose API is unreachable, is in backoff."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        out = subprocess.run([binary, "--data-dir", data, "status", "--json"],
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode == 0:
+            channels = json.loads(out.stdout).get("channels", [])
+            if channels and all(c.get("health") != "starting" for c in channels):
+                return
+        time.sleep(1)
+    raise RuntimeError("a channel was still starting after %d s" % deadline_s)
+
+
 def profile(binary, idle_secs, profile_path):
     """Runs the daemon through its phases; returns their profiles: start, work, idle."""
     data = tempfile.mkdtemp(prefix="layout-steward-")
@@ -97,17 +115,19 @@ def profile(binary, idle_secs, profile_path):
                 time.sleep(0.05)
             port = int(open(addr_file).read().rsplit(":", 1)[1])
             side_by_side.wait_port(port, child, deadline_s=600)
+            wait_settled(binary, data)
             time.sleep(SETTLE_SECS)
-            phases = [dump(child, profile_path, "start")]
+            start = dump(child, profile_path, "start")
+            # Idle before any work, as the side by side measures it: after work the failed
+            # turn's retries and the owner's notices of it would be profiled as idle.
+            time.sleep(idle_secs)
+            idle = dump(child, profile_path, "idle")
             for command in (["status"], ["send", "what is on my calendar today?"]):
                 subprocess.run([binary, "--data-dir", data, *command], check=True,
                                stdout=subprocess.DEVNULL, timeout=600)
             for n in range(DELIVERIES):
                 deliver(port, n)
-            phases.append(dump(child, profile_path, "work"))
-            time.sleep(idle_secs)
-            phases.append(dump(child, profile_path, "idle"))
-            return phases
+            return [start, dump(child, profile_path, "work"), idle]
         finally:
             child.terminate()
             child.wait(timeout=600)
