@@ -46,7 +46,8 @@ const REQUEST_SLACK: Duration = Duration::from_secs(30);
 /// What one long poll found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum News {
-    /// The position did not move and nothing came: the SDK need not run.
+    /// Nothing came (the position may have moved over what the filter leaves out): the SDK
+    /// need not run.
     Nothing,
     /// Something came: the SDK syncs from the same position without waiting.
     Arrived,
@@ -128,6 +129,8 @@ pub struct Peek {
 impl Peek {
     pub fn new(filter: &FilterDefinition) -> Self {
         Self {
+            // A filter definition always serialises; were it not to, no filter would only
+            // make the peek see more than the SDK, never less.
             filter: serde_json::to_string(filter).unwrap_or_else(|_| "{}".into()),
             keys: None,
             quiet: None,
