@@ -673,7 +673,7 @@ pub(crate) fn owner_zone_name(config: &Config) -> String {
 }
 
 /// The owner's zone, checked.
-pub(crate) fn owner_zone(config: &Config) -> Result<chrono_tz::Tz, ConfigProblem> {
+pub(crate) fn owner_zone(config: &Config) -> Result<crate::zone::Zone, ConfigProblem> {
     let name = owner_zone_name(config);
     crate::channels::timer::schedule::parse_zone(&name).map_err(|e| ConfigProblem {
         key: "owner.timezone".into(),

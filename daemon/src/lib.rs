@@ -32,3 +32,4 @@ pub mod store;
 pub(crate) mod supervisor;
 pub(crate) mod text;
 pub(crate) mod usage;
+pub mod zone;

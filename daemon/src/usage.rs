@@ -54,7 +54,7 @@ pub struct CallOrigin<'a> {
 #[derive(Debug)]
 pub struct UsageLedger {
     tree: sled::Tree,
-    zone: chrono_tz::Tz,
+    zone: crate::zone::Zone,
     today: Mutex<DayTotals>,
     caps: Mutex<BudgetConfig>,
     /// Each job's, route's and watch's run settings, by channel (`cron:NAME`…).
@@ -116,7 +116,11 @@ fn count(row: &mut UsageRow, record: &UsageRecord) {
 }
 
 impl UsageLedger {
-    pub fn open(store: &Store, zone: chrono_tz::Tz, config: &Config) -> Result<Self, StoreError> {
+    pub fn open(
+        store: &Store,
+        zone: crate::zone::Zone,
+        config: &Config,
+    ) -> Result<Self, StoreError> {
         let ledger = Self {
             tree: store.usage_tree()?,
             zone,

@@ -581,7 +581,7 @@ fn human_listings_have_headers_local_times_short_text_and_folded_lines() {
     );
     let row = lines.next().unwrap();
     let received = chrono::Utc::now()
-        .with_timezone(&chrono_tz::America::New_York)
+        .with_timezone(&steward_daemon::zone::Zone::named("America/New_York").unwrap())
         .format("%Y-%m-%d %H:")
         .to_string();
     assert!(row.contains(&received), "local time in {row}");
@@ -598,7 +598,7 @@ fn human_listings_have_headers_local_times_short_text_and_folded_lines() {
         "folded, not cut: {trajectory}"
     );
     let today = chrono::Utc::now()
-        .with_timezone(&chrono_tz::America::New_York)
+        .with_timezone(&steward_daemon::zone::Zone::named("America/New_York").unwrap())
         .format("%Y-%m-%d")
         .to_string();
     assert!(

@@ -333,11 +333,19 @@ fn the_next_runs_agree_with_croniter() {
         .unwrap()
         .with_timezone(&chrono::Utc);
     for expr in expressions {
-        let schedule =
-            steward_daemon::channels::timer::schedule::parse_schedule(expr, at, chrono_tz::UTC)
-                .unwrap();
+        let schedule = steward_daemon::channels::timer::schedule::parse_schedule(
+            expr,
+            at,
+            steward_daemon::zone::Zone::UTC,
+        )
+        .unwrap();
         let ours: Vec<String> = schedule
-            .between(at, at + chrono::Duration::days(4000), chrono_tz::UTC, 3)
+            .between(
+                at,
+                at + chrono::Duration::days(4000),
+                steward_daemon::zone::Zone::UTC,
+                3,
+            )
             .iter()
             .map(|t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string())
             .collect();
@@ -348,6 +356,112 @@ fn the_next_runs_agree_with_croniter() {
             .map(|t| t.as_str().unwrap().to_owned())
             .collect();
         assert_eq!(ours, theirs, "{expr}");
+    }
+}
+
+/// Prints, for each `zone epoch` line, the instant's local time, offset and abbreviation as
+/// Python's own `zoneinfo` reads them from the system's time zone database.
+const ZONEINFO_LOCAL: &str = r#"
+import sys, datetime, zoneinfo
+for line in sys.stdin.read().splitlines():
+    zone, epoch = line.split()
+    at = datetime.datetime.fromtimestamp(int(epoch), zoneinfo.ZoneInfo(zone))
+    print(at.strftime("%Y-%m-%dT%H:%M:%S%z"), at.tzname())
+"#;
+
+#[cfg_attr(
+    not(interop_croniter),
+    ignore = "needs the interop venv (scripts/interop-venv.sh)"
+)]
+#[test]
+fn instants_in_the_owners_zone_agree_with_pythons_zoneinfo() {
+    use chrono::TimeZone;
+    let zones = [
+        "Europe/Berlin",
+        "America/New_York",
+        "America/Sao_Paulo",
+        "Australia/Lord_Howe",
+        "Pacific/Chatham",
+        "Asia/Kolkata",
+        "Africa/Casablanca",
+        "America/St_Johns",
+    ];
+    // Every 11 days and 7 hours from 1990 to 2100: the listed transitions and the years past
+    // them, where only the zone's rule says when summer time starts.
+    let instants: Vec<i64> = (631_152_000_i64..4_102_444_800)
+        .step_by(11 * 86_400 + 7 * 3_600)
+        .collect();
+    let mut lines = String::new();
+    for zone in zones {
+        for at in &instants {
+            lines.push_str(&format!("{zone} {at}\n"));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = run_python(dir.path(), ZONEINFO_LOCAL, &[], lines.as_bytes());
+    let mut expected = std::str::from_utf8(&expected).unwrap().lines();
+    for zone in zones {
+        let ours = steward_daemon::zone::Zone::named(zone).unwrap();
+        for at in &instants {
+            let local = ours.timestamp_opt(*at, 0).unwrap();
+            let line = local.format("%Y-%m-%dT%H:%M:%S%z %Z").to_string();
+            assert_eq!(Some(line.as_str()), expected.next(), "{zone} at {at}");
+        }
+    }
+}
+
+const CRONITER_NEXT_IN_ZONE: &str = r#"
+import sys, json, datetime, zoneinfo
+from croniter import croniter
+zone = zoneinfo.ZoneInfo(sys.argv[2])
+start = datetime.datetime.fromisoformat(sys.argv[1]).astimezone(zone)
+out = {}
+for expr in sys.stdin.read().splitlines():
+    it = croniter(expr, start)
+    runs = [it.get_next(datetime.datetime) for _ in range(12)]
+    out[expr] = [r.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") for r in runs]
+print(json.dumps(out))
+"#;
+
+#[cfg_attr(
+    not(interop_croniter),
+    ignore = "needs PyPI croniter in the interop venv (scripts/interop-venv.sh)"
+)]
+#[test]
+fn the_next_runs_in_a_zone_with_summer_time_agree_with_croniter() {
+    // Times of day that every day has, so that the two agree by definition across the
+    // changes (what each does with a time the change skips or repeats is its own policy).
+    let expressions = ["0 9 * * *", "30 18 * * 1-5", "0 12 L * *", "15 6 1 * *"];
+    let start = "2027-03-20T00:00:00+00:00";
+    for zone_name in ["Europe/Berlin", "America/New_York", "Australia/Sydney"] {
+        let dir = tempfile::tempdir().unwrap();
+        let expected: Value = serde_json::from_slice(&run_python(
+            dir.path(),
+            CRONITER_NEXT_IN_ZONE,
+            &[start, zone_name],
+            expressions.join("\n").as_bytes(),
+        ))
+        .unwrap();
+        let zone = steward_daemon::zone::Zone::named(zone_name).unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339(start)
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for expr in expressions {
+            let schedule =
+                steward_daemon::channels::timer::schedule::parse_schedule(expr, at, zone).unwrap();
+            let ours: Vec<String> = schedule
+                .between(at, at + chrono::Duration::days(4000), zone, 12)
+                .iter()
+                .map(|t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string())
+                .collect();
+            let theirs: Vec<String> = expected[expr]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(ours, theirs, "{expr} in {zone_name}");
+        }
     }
 }
 

@@ -209,7 +209,7 @@ fn what_the_model_reads_of_an_owner_message_carries_the_date_and_the_owners_zone
     ));
     let output = daemon.cli(&["send", "--wait", "what day is it?"]);
     assert!(stdout(&output).contains("Good morning."), "{output:?}");
-    let zone: chrono_tz::Tz = "Pacific/Auckland".parse().unwrap();
+    let zone: steward_daemon::zone::Zone = "Pacific/Auckland".parse().unwrap();
     let today = chrono::Utc::now().with_timezone(&zone);
     let sent = model.requests()[0]["messages"].to_string();
     let dated = format!(

@@ -50,7 +50,7 @@ pub struct BrainInput<'a> {
     /// The skills the system text names (empty: none), fixed for the daemon's run.
     pub skills: &'a str,
     /// The owner's zone: events are dated in it (`owner.timezone`).
-    pub zone: chrono_tz::Tz,
+    pub zone: crate::zone::Zone,
     /// Told the answer's text so far while a model streams it (the owner's page shows it).
     pub on_text: Option<OnText<'a>>,
 }

@@ -206,7 +206,7 @@ mod tests {
                 round: 0,
                 tools: &Arc::default(),
                 skills: "",
-                zone: chrono_tz::UTC,
+                zone: crate::zone::Zone::UTC,
                 on_text: None,
             })
             .await

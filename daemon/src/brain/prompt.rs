@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
+use crate::zone::Zone;
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use chrono_tz::Tz;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use steward_events::{ItemKind, ToolStatus, TrajectoryId, TrajectoryItem, Trust};
@@ -105,7 +105,7 @@ pub fn tool_description(tool: &ToolSpec) -> Cow<'_, str> {
 /// The header dates it in the owner's zone (`2026-12-01 14:03 Europe/Berlin, Tuesday`), and
 /// a scheduled occurrence also by when it was due: the model knows when it is without the
 /// time ever entering the system text, so the cached prefix stays the same.
-fn render_event(item: &TrajectoryItem, zone: Tz) -> Option<String> {
+fn render_event(item: &TrajectoryItem, zone: Zone) -> Option<String> {
     let ItemKind::Event {
         source,
         channel,
@@ -171,7 +171,7 @@ fn weekday_name(day: chrono::Weekday) -> &'static str {
 }
 
 /// `2026-12-01 14:03`.
-fn push_minute(out: &mut String, at: &chrono::DateTime<Tz>) {
+fn push_minute(out: &mut String, at: &chrono::DateTime<Zone>) {
     let _ = write!(
         out,
         "{:04}-{:02}-{:02} {:02}:{:02}",
@@ -280,7 +280,7 @@ impl PartialEq for JsonText {
 
 /// The JSON text of an item that shows as text — an event, a summary, a tool result —
 /// or of a tool call's arguments; `None` for the other kinds.
-fn render_item(item: &TrajectoryItem, zone: Tz) -> Option<JsonText> {
+fn render_item(item: &TrajectoryItem, zone: Zone) -> Option<JsonText> {
     let text = match &item.kind {
         ItemKind::ToolCall { args, .. } => return Some(JsonText::of(args)),
         ItemKind::Event { .. } => render_event(item, zone)?,
@@ -319,7 +319,7 @@ const MEMO_TRAJECTORIES: usize = 4;
 #[derive(Debug, Default)]
 struct MemoState {
     /// The zone every remembered event was dated in.
-    zone: Option<Tz>,
+    zone: Option<Zone>,
     /// Least recently answered first.
     trajectories: Vec<(TrajectoryId, Vec<MemoItem>)>,
 }
@@ -341,7 +341,7 @@ impl RenderMemo {
         &self,
         trajectory: &TrajectoryId,
         history: &'h [TrajectoryItem],
-        zone: Tz,
+        zone: Zone,
     ) -> Vec<Turn<'h>> {
         // Taken out while rendering, so that a lane's call never waits for the main one.
         let earlier = {
@@ -509,7 +509,7 @@ const TRANSCRIPT_ITEM_CHARS: usize = 4000;
 
 /// Older items as plain text for the compaction call: no tool-call structure for the API to
 /// check, each item capped so one huge result cannot crowd out the rest.
-pub fn transcript(items: &[TrajectoryItem], zone: Tz) -> String {
+pub fn transcript(items: &[TrajectoryItem], zone: Zone) -> String {
     let mut out = String::new();
     for item in items {
         let line = match &item.kind {
@@ -554,7 +554,7 @@ mod tests {
     use super::*;
 
     /// The turns rendered without a memo.
-    fn conversation(history: &[TrajectoryItem], zone: Tz) -> Vec<Turn<'_>> {
+    fn conversation(history: &[TrajectoryItem], zone: Zone) -> Vec<Turn<'_>> {
         regroup(history, &mut |item| render_item(item, zone))
     }
 
@@ -622,9 +622,9 @@ mod tests {
             item(2, canned),
             item(3, event("and now?", Trust::Owner)),
         ];
-        let turns = conversation(&items, Tz::UTC);
+        let turns = conversation(&items, Zone::UTC);
         assert_eq!(shape(&turns), "U(2)", "{turns:?}");
-        assert!(!transcript(&items, Tz::UTC).contains("No model is configured"));
+        assert!(!transcript(&items, Zone::UTC).contains("No model is configured"));
     }
 
     fn shape(turns: &[Turn]) -> String {
@@ -715,7 +715,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, k)| item(i as u64 + 1, k))
                 .collect();
-            assert_eq!(shape(&conversation(&items, Tz::UTC)), expected, "{name}");
+            assert_eq!(shape(&conversation(&items, Zone::UTC)), expected, "{name}");
         }
     }
 
@@ -723,7 +723,7 @@ mod tests {
     fn the_memo_renders_what_a_fresh_render_would_as_the_window_moves() {
         let memo = RenderMemo::default();
         let main = TrajectoryId::main();
-        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let berlin: Zone = "Europe/Berlin".parse().unwrap();
         let mut items: Vec<TrajectoryItem> = Vec::new();
         let mut seq = 0;
         let mut push = |items: &mut Vec<TrajectoryItem>, kind| {
@@ -740,7 +740,7 @@ mod tests {
             push(&mut items, assistant("done"));
             // The window slides (compaction), and the zone changes once (a reload).
             let window = &items[items.len().saturating_sub(6)..];
-            let zone = if round == 3 { Tz::UTC } else { berlin };
+            let zone = if round == 3 { Zone::UTC } else { berlin };
             for _ in 0..2 {
                 let remembered = memo.conversation(&main, window, zone);
                 assert_eq!(remembered, conversation(window, zone), "round {round}");
@@ -795,10 +795,10 @@ mod tests {
                 })
                 .collect()
         };
-        let first = texts(&memo.conversation(&main, &window, Tz::UTC));
+        let first = texts(&memo.conversation(&main, &window, Zone::UTC));
         window.push(item(10, event("thanks", Trust::Owner)));
-        let turns = memo.conversation(&main, &window, Tz::UTC);
-        assert_eq!(turns, conversation(&window, Tz::UTC));
+        let turns = memo.conversation(&main, &window, Zone::UTC);
+        assert_eq!(turns, conversation(&window, Zone::UTC));
         let second = texts(&turns);
         assert_eq!(first.len(), 4, "{first:?}");
         for (before, again) in first.iter().zip(&second) {
@@ -835,7 +835,7 @@ mod tests {
                     Trust::Untrusted,
                 ),
             ),
-            Tz::UTC,
+            Zone::UTC,
         )
         .unwrap();
         assert!(
@@ -848,7 +848,7 @@ mod tests {
         assert!(!text.contains("<|im_"), "{text}");
         let owner = render_event(
             &item(1, event("<|im_end|> is fine from me", Trust::Owner)),
-            Tz::UTC,
+            Zone::UTC,
         )
         .unwrap();
         assert!(owner.contains("<|im_end|>"));
@@ -882,7 +882,7 @@ mod tests {
         let big = "é".repeat(TRANSCRIPT_ITEM_CHARS * 2);
         let text = transcript(
             &[item(1, event(&big, Trust::Owner)), item(2, assistant("ok"))],
-            Tz::UTC,
+            Zone::UTC,
         );
         assert!(text.len() < TRANSCRIPT_ITEM_CHARS * 3, "{}", text.len());
         assert!(text.contains("more bytes]"));
@@ -899,7 +899,7 @@ mod tests {
         if let ItemKind::Event { occurred_at, .. } = &mut scheduled.kind {
             *occurred_at = Some(at - chrono::Duration::minutes(1));
         }
-        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let berlin: Zone = "Europe/Berlin".parse().unwrap();
         let text = render_event(&scheduled, berlin).unwrap();
         assert!(
             text.starts_with(

@@ -102,7 +102,7 @@ fn job_cells(job: &JobRow) -> Vec<String> {
     };
     let next = job.next_run.map_or_else(
         || "-".to_owned(),
-        |at| match job.tz.parse::<chrono_tz::Tz>() {
+        |at| match job.tz.parse::<crate::zone::Zone>() {
             Ok(zone) => at
                 .with_timezone(&zone)
                 .format("%Y-%m-%d %H:%M %a")

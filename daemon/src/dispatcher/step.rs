@@ -41,7 +41,7 @@ pub struct StepRunner {
     /// The requests for confirmation (their short ids are unique among these).
     pub pending: PendingStore,
     /// The owner's zone, in which the model reads every event's time.
-    pub zone: chrono_tz::Tz,
+    pub zone: crate::zone::Zone,
     /// Model calls in one turn (`dispatcher.max_steps_per_turn`).
     pub max_model_calls: u32,
     pub files: Arc<FileAccess>,

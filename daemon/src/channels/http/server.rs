@@ -107,7 +107,7 @@ pub struct Bound {
     /// The owner's page, in the owner's zone, when `http.web`.
     // Read only where the page is built in (the `web` feature).
     #[cfg_attr(not(feature = "web"), allow(dead_code))]
-    web: Option<chrono_tz::Tz>,
+    web: Option<crate::zone::Zone>,
 }
 
 impl std::fmt::Debug for Bound {
@@ -123,7 +123,7 @@ impl std::fmt::Debug for Bound {
 pub async fn bind(
     http: &HttpConfig,
     // Read only where the page is built in (the `web` feature).
-    #[cfg_attr(not(feature = "web"), allow(dead_code))] web: Option<chrono_tz::Tz>,
+    #[cfg_attr(not(feature = "web"), allow(dead_code))] web: Option<crate::zone::Zone>,
     routes: &[WebhookRouteConfig],
     senders: SenderPolicy,
     owner: OwnerApi,

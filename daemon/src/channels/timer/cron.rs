@@ -17,8 +17,8 @@
 // index is proven in range, a comment says why.
 #![deny(clippy::string_slice, clippy::indexing_slicing)]
 
+use crate::zone::Zone;
 use chrono::{DateTime, Datelike, Days, NaiveDate, TimeZone, Utc, Weekday};
-use chrono_tz::Tz;
 
 /// Longest search, in days skipped, for a `W` day that matches: a century of a
 /// February-only schedule, and far beyond anything that can match at all.
@@ -138,7 +138,12 @@ impl CronExpr {
     }
 
     /// The first occurrence in `zone` at or after `from` (`inclusive`) or strictly after.
-    fn next_local(&self, from: &DateTime<Tz>, inclusive: bool, zone: Tz) -> Option<DateTime<Tz>> {
+    fn next_local(
+        &self,
+        from: &DateTime<Zone>,
+        inclusive: bool,
+        zone: Zone,
+    ) -> Option<DateTime<Zone>> {
         let Some(near) = self.near_weekday else {
             return self.cron.find_next_occurrence(from, inclusive).ok();
         };
@@ -161,7 +166,7 @@ impl CronExpr {
     }
 
     /// The first occurrence strictly after `after`.
-    pub fn next_after(&self, after: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
+    pub fn next_after(&self, after: DateTime<Utc>, zone: Zone) -> Option<DateTime<Utc>> {
         let mut from = zone.from_utc_datetime(&after.naive_utc());
         // In the autumn overlap the search, which works on local time, can land on the
         // first instance of a local time that is already behind us: go on.
@@ -287,7 +292,7 @@ mod tests {
     fn next(expr: &str, after: &str) -> Option<DateTime<Utc>> {
         CronExpr::parse(expr)
             .unwrap()
-            .next_after(utc(after), chrono_tz::UTC)
+            .next_after(utc(after), crate::zone::Zone::UTC)
     }
 
     #[test]
@@ -347,11 +352,11 @@ mod tests {
         // Several times on the matching day, then the next month.
         let every_hour = CronExpr::parse("0 * 1W 5 *").unwrap();
         let first = every_hour
-            .next_after(utc("2027-05-03T05:30:00Z"), chrono_tz::UTC)
+            .next_after(utc("2027-05-03T05:30:00Z"), crate::zone::Zone::UTC)
             .unwrap();
         assert_eq!(first, utc("2027-05-03T06:00:00Z"));
         let after_day = every_hour
-            .next_after(utc("2027-05-03T23:30:00Z"), chrono_tz::UTC)
+            .next_after(utc("2027-05-03T23:30:00Z"), crate::zone::Zone::UTC)
             .unwrap();
         assert_eq!(
             after_day,
@@ -364,7 +369,7 @@ mod tests {
 
     #[test]
     fn w_follows_the_jobs_zone() {
-        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let berlin: Zone = "Europe/Berlin".parse().unwrap();
         let expr = CronExpr::parse("0 0 1W 5 *").unwrap();
         // Midnight of Monday May 3 in Berlin (summer time) is 22:00 UTC on the 2nd.
         assert_eq!(

@@ -160,8 +160,8 @@ impl Job {
         parse_schedule(&self.spec.schedule, self.created_at, self.zone())
     }
 
-    pub fn zone(&self) -> chrono_tz::Tz {
-        parse_zone(&self.spec.zone).unwrap_or(chrono_tz::UTC)
+    pub fn zone(&self) -> crate::zone::Zone {
+        parse_zone(&self.spec.zone).unwrap_or(crate::zone::Zone::UTC)
     }
 
     pub fn active(&self) -> bool {

@@ -16,9 +16,10 @@
 //!   job's urgency (default `parallel`); `action` jobs run their tool call through the
 //!   pipeline without the model.
 //!
-//! Decided here: chrono-tz and croner compute the schedule and the daemon runs its own loop
-//! (tokio-cron-scheduler keeps what is running only in memory, which is how other daemons
-//! came to run jobs twice); a job's time zone defaults to the system's.
+//! Decided here: croner and the system's time zone database (`crate::zone`) compute the
+//! schedule and the daemon runs its own loop (tokio-cron-scheduler keeps what is running
+//! only in memory, which is how other daemons came to run jobs twice); a job's time zone
+//! defaults to the system's.
 
 pub mod config_jobs;
 pub mod control;

@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
+use crate::zone::Zone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 
 use steward_protocol::MissedPolicy;
 
@@ -64,7 +64,11 @@ pub enum ScheduleError {
 
 /// Parses a schedule; `now` anchors `every` and relative times, `zone` is where a local
 /// time a person says (`at 09:00`, `tomorrow 9:00`, `at 2026-12-24 18:00`) is meant.
-pub fn parse_schedule(text: &str, now: DateTime<Utc>, zone: Tz) -> Result<Schedule, ScheduleError> {
+pub fn parse_schedule(
+    text: &str,
+    now: DateTime<Utc>,
+    zone: Zone,
+) -> Result<Schedule, ScheduleError> {
     let text = text.trim();
     if let Some(period) = text.strip_prefix("every ") {
         let period = parse_duration(period.trim())?;
@@ -98,7 +102,7 @@ pub fn parse_schedule(text: &str, now: DateTime<Utc>, zone: Tz) -> Result<Schedu
 
 /// What follows `at`: `+20m`, an RFC 3339 instant, `YYYY-MM-DD HH:MM` or `HH:MM` (the next
 /// time the clock shows it) in `zone`.
-fn parse_at(when: &str, now: DateTime<Utc>, zone: Tz) -> Result<DateTime<Utc>, ScheduleError> {
+fn parse_at(when: &str, now: DateTime<Utc>, zone: Zone) -> Result<DateTime<Utc>, ScheduleError> {
     if let Some(relative) = when.strip_prefix('+') {
         return Ok(now + parse_duration(relative)?);
     }
@@ -129,7 +133,7 @@ fn parse_clock(text: &str) -> Result<chrono::NaiveTime, ScheduleError> {
 fn local_instant(
     date: chrono::NaiveDate,
     time: chrono::NaiveTime,
-    zone: Tz,
+    zone: Zone,
     said: &str,
 ) -> Result<DateTime<Utc>, ScheduleError> {
     use chrono::TimeZone;
@@ -158,15 +162,15 @@ fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
         .ok_or_else(bad)
 }
 
-pub fn parse_zone(name: &str) -> Result<Tz, ScheduleError> {
-    name.parse::<Tz>()
+pub fn parse_zone(name: &str) -> Result<Zone, ScheduleError> {
+    name.parse::<Zone>()
         .map_err(|_| ScheduleError::Zone(name.to_owned()))
 }
 
 impl Schedule {
     /// The first occurrence strictly after `after`; `None` when there is none (a one-shot
     /// that is past, a cron expression that never matches again).
-    pub fn next_after(&self, after: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
+    pub fn next_after(&self, after: DateTime<Utc>, zone: Zone) -> Option<DateTime<Utc>> {
         match self {
             Schedule::At(at) => (*at > after).then_some(*at),
             Schedule::Every { period, from } => {
@@ -188,7 +192,7 @@ impl Schedule {
         &self,
         after: DateTime<Utc>,
         until: DateTime<Utc>,
-        zone: Tz,
+        zone: Zone,
         limit: usize,
     ) -> Vec<DateTime<Utc>> {
         let mut out = Vec::new();
@@ -263,26 +267,26 @@ mod tests {
     fn schedules_parse_or_say_why() {
         let now = utc("2026-11-30T10:00:00Z");
         assert!(matches!(
-            parse_schedule("0 7 * * *", now, Tz::UTC),
+            parse_schedule("0 7 * * *", now, Zone::UTC),
             Ok(Schedule::Cron(_))
         ));
         assert!(matches!(
-            parse_schedule("*/2 * * * * *", now, Tz::UTC),
+            parse_schedule("*/2 * * * * *", now, Zone::UTC),
             Ok(Schedule::Cron(_))
         ));
         assert_eq!(
-            parse_schedule("every 90s", now, Tz::UTC),
+            parse_schedule("every 90s", now, Zone::UTC),
             Ok(Schedule::Every {
                 period: Duration::from_secs(90),
                 from: now
             })
         );
         assert_eq!(
-            parse_schedule("at +20m", now, Tz::UTC),
+            parse_schedule("at +20m", now, Zone::UTC),
             Ok(Schedule::At(utc("2026-11-30T10:20:00Z")))
         );
         assert_eq!(
-            parse_schedule("at 2026-12-01T09:00:00+01:00", now, Tz::UTC),
+            parse_schedule("at 2026-12-01T09:00:00+01:00", now, Zone::UTC),
             Ok(Schedule::At(utc("2026-12-01T08:00:00Z")))
         );
         // What people say, in the job's zone (Berlin is UTC+1 in winter).
@@ -315,7 +319,9 @@ mod tests {
             ("at noon", "RFC 3339"),
         ];
         for (text, message) in errors {
-            let error = parse_schedule(text, now, Tz::UTC).unwrap_err().to_string();
+            let error = parse_schedule(text, now, Zone::UTC)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(message), "{text}: {error}");
         }
         assert!(parse_zone("Europe/Berlin").is_ok());
@@ -325,18 +331,18 @@ mod tests {
     #[test]
     fn next_occurrences_follow_the_zone() {
         let berlin = parse_zone("Europe/Berlin").unwrap();
-        let daily = parse_schedule("0 7 * * *", Utc::now(), Tz::UTC).unwrap();
+        let daily = parse_schedule("0 7 * * *", Utc::now(), Zone::UTC).unwrap();
         // 07:00 in Berlin in winter is 06:00 UTC.
         assert_eq!(
             daily.next_after(utc("2026-11-30T06:30:00Z"), berlin),
             Some(utc("2026-12-01T06:00:00Z"))
         );
-        let every = parse_schedule("every 10m", utc("2026-11-30T10:00:00Z"), Tz::UTC).unwrap();
+        let every = parse_schedule("every 10m", utc("2026-11-30T10:00:00Z"), Zone::UTC).unwrap();
         assert_eq!(
             every.next_after(utc("2026-11-30T10:25:00Z"), berlin),
             Some(utc("2026-11-30T10:30:00Z"))
         );
-        let once = parse_schedule("at 2026-11-30T12:00:00Z", Utc::now(), Tz::UTC).unwrap();
+        let once = parse_schedule("at 2026-11-30T12:00:00Z", Utc::now(), Zone::UTC).unwrap();
         assert_eq!(
             once.next_after(utc("2026-11-30T11:00:00Z"), berlin),
             Some(utc("2026-11-30T12:00:00Z"))
@@ -347,7 +353,7 @@ mod tests {
     #[test]
     fn a_daily_0230_job_runs_once_on_both_transition_days() {
         let berlin = parse_zone("Europe/Berlin").unwrap();
-        let job = parse_schedule("30 2 * * *", Utc::now(), Tz::UTC).unwrap();
+        let job = parse_schedule("30 2 * * *", Utc::now(), Zone::UTC).unwrap();
         // Spring: 2026-03-29, 02:00 → 03:00 local. 02:30 does not exist: it runs at 03:00
         // CEST (01:00 UTC), once.
         let spring = job.between(

@@ -27,6 +27,7 @@ pub mod pages;
 
 use std::sync::Arc;
 
+use crate::zone::Zone;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -36,7 +37,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
-use chrono_tz::Tz;
 use maud::Markup;
 use serde::Deserialize;
 use steward_protocol::{CronCommand, NewJob, UsageBy};
@@ -52,7 +52,7 @@ use crate::replies::Announcement;
 pub struct Web {
     pub owner: OwnerApi,
     pub hosts: Arc<AllowedHosts>,
-    pub zone: Tz,
+    pub zone: Zone,
     pub shutdown: CancellationToken,
 }
 

@@ -10,8 +10,8 @@
 //! - Long lists are paged: the chat shows [`CHAT_PAGE`] items with a link to earlier ones,
 //!   the activity [`ACTIVITY_PAGE`] events: a page never reads the whole trajectory.
 
+use crate::zone::Zone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use maud::{DOCTYPE, Markup, html};
 use serde_json::Value;
 use steward_events::{ItemKind, TrajectoryItem};
@@ -47,7 +47,7 @@ const PAGES: [(Nav, &str, &str); 6] = [
 #[derive(Debug)]
 pub struct Frame<'a> {
     pub csrf: &'a str,
-    pub zone: Tz,
+    pub zone: Zone,
 }
 
 impl Frame<'_> {
@@ -393,7 +393,7 @@ fn job_actions(job: &JobRow) -> Vec<(&'static str, &'static str)> {
 }
 
 fn next_in_zone(at: DateTime<Utc>, zone: &str) -> String {
-    match zone.parse::<Tz>() {
+    match zone.parse::<Zone>() {
         Ok(tz) => at
             .with_timezone(&tz)
             .format("%Y-%m-%d %H:%M %Z")
