@@ -301,11 +301,17 @@ fn spawn_background(
 /// The longest the start's release of memory waits for a channel still starting.
 const START_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long after the start's release it is done once more (see below).
+const AFTER_START: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Gives back what the start used and will not use again (see `crate::allocator`): once every
 /// channel has said where it stands — logged in and synced, its first pass over the jobs done,
 /// or down — or [`START_SETTLE`] after the daemon began, the heap's freed pages and the code
-/// pages of the binary and its libraries; then the code pages once a minute, so that what
-/// stays resident is the code the last minute ran. Waiting for the channels rather than a
+/// pages of the binary and its libraries; once more [`AFTER_START`] later, for the work a
+/// channel does right after it is up (measured on 2026-12-08: without it, a daemon whose
+/// Matrix channel finished its first sync a moment before kept 2-7 MB of that code mapped
+/// for its first minute); then the code pages once a minute, so that what stays resident is
+/// the code the last minute ran. Waiting for the channels rather than a
 /// fixed time is what keeps the logins' code (TLS, Matrix's keys, the config's jobs written)
 /// from staying mapped for the first minute.
 async fn release_memory_after_start_and_every_minute(
@@ -319,6 +325,14 @@ async fn release_memory_after_start_and_every_minute(
     };
     tokio::select! {
         _ = tokio::time::timeout(START_SETTLE, channels_up) => {}
+        () = shutdown.cancelled() => return,
+    }
+    crate::allocator::release_freed_memory();
+    crate::allocator::release_code_pages();
+    // What a channel does right after it says it is up — Matrix's key upload and the sync
+    // that follows, the mail channel entering IDLE — is start-up code too.
+    tokio::select! {
+        () = tokio::time::sleep(AFTER_START) => {}
         () = shutdown.cancelled() => return,
     }
     crate::allocator::release_freed_memory();
