@@ -15,9 +15,10 @@
 //! Decided here:
 //! - A name is looked up exactly as written, like `chrono-tz` did, in the system's copy
 //!   first; a name it does not have (or a file that is not a valid TZif) is looked up in the
-//!   bundled copy, which is case-insensitive and answers with the canonical spelling. A name
-//!   is a path below the database's directory only in the safe sense: its components are
-//!   letters, digits and `_+-`, never `.` or `..`, so no name reads a file elsewhere.
+//!   bundled copy, which ignores case, so `europe/berlin` is Berlin too and keeps the
+//!   spelling it was given (it is what the config says, and what is shown). A name is a path
+//!   below the database's directory only in the safe sense: its components are letters,
+//!   digits and `_+-`, never `.` or `..`, so no name reads a file elsewhere.
 //! - A zone is read once per name and kept for the daemon's life (`Zone` is a `Copy` handle
 //!   to it, as `chrono-tz`'s was), so the config's 10,000 jobs in one zone read one file. A
 //!   system update of the database reaches a running daemon at its next start.
@@ -324,6 +325,18 @@ mod tests {
         assert_eq!(
             Zone::named("Mars/Olympus").unwrap_err().to_string(),
             "unknown time zone \"Mars/Olympus\" (an IANA name such as Europe/Berlin)"
+        );
+    }
+
+    #[test]
+    fn a_name_in_other_letter_case_is_the_same_zone_under_its_given_spelling() {
+        let lower = Zone::named("europe/berlin").unwrap();
+        assert_eq!(lower.name(), "europe/berlin");
+        let at = utc("2026-07-01T09:30:00Z");
+        let berlin = Zone::named("Europe/Berlin").unwrap();
+        assert_eq!(
+            at.with_timezone(&lower).to_rfc3339(),
+            at.with_timezone(&berlin).to_rfc3339()
         );
     }
 
