@@ -15,13 +15,15 @@
 //! Decided here:
 //! - A name is looked up exactly as written, like `chrono-tz` did, in the system's copy
 //!   first; a name it does not have (or a file that is not a valid TZif) is looked up in the
-//!   bundled copy, which ignores case, so `europe/berlin` is Berlin too and keeps the
-//!   spelling it was given (it is what the config says, and what is shown). A name is a path
-//!   below the database's directory only in the safe sense: its components are letters,
-//!   digits and `_+-`, never `.` or `..`, so no name reads a file elsewhere.
+//!   bundled copy, also exactly (`europe/berlin` is not a zone). A name is a path below the
+//!   database's directory only in the safe sense: its components are letters, digits and
+//!   `_+-`, never `.` or `..`, so no name reads a file elsewhere.
 //! - A zone is read once per name and kept for the daemon's life (`Zone` is a `Copy` handle
 //!   to it, as `chrono-tz`'s was), so the config's 10,000 jobs in one zone read one file. A
-//!   system update of the database reaches a running daemon at its next start.
+//!   system update of the database reaches a running daemon at its next start. Names come
+//!   from tool calls too, so what is kept is bounded: at most [`MAX_ZONES`] names (the
+//!   database has ~600; a case-insensitive file system could otherwise make every spelling
+//!   of one a new entry), after which a new name is refused with a clear error.
 //! - Dates are computed by `jiff` (transitions and the POSIX rule for years past the last
 //!   one); local times in a gap have no instant and those in an overlap have two, earlier
 //!   first, as `chrono` expects of every time zone.
@@ -54,10 +56,17 @@ static UTC_ZONE: Named = Named {
 /// Every zone read so far, sorted by name.
 static KNOWN: Mutex<Vec<Zone>> = Mutex::new(Vec::new());
 
+/// The most distinct zone names kept (see the module docs).
+pub const MAX_ZONES: usize = 1024;
+
 /// Why a name is not a zone.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown time zone {0:?} (an IANA name such as Europe/Berlin)")]
-pub struct UnknownZone(pub String);
+pub enum UnknownZone {
+    #[error("unknown time zone {0:?} (an IANA name such as Europe/Berlin)")]
+    Unknown(String),
+    #[error("time zone {0:?} not read: {MAX_ZONES} distinct zone names are in use already")]
+    TooMany(String),
+}
 
 impl Zone {
     /// Coordinated Universal Time.
@@ -65,10 +74,15 @@ impl Zone {
 
     /// The zone called `name`, read the first time it is asked for (see the module docs).
     pub fn named(name: &str) -> Result<Zone, UnknownZone> {
+        Zone::named_in(&database_dir(), name)
+    }
+
+    /// [`Zone::named`] with the system's database in `dir`.
+    fn named_in(dir: &Path, name: &str) -> Result<Zone, UnknownZone> {
         if name == Zone::UTC.name() {
             return Ok(Zone::UTC);
         }
-        let unknown = || UnknownZone(name.to_owned());
+        let unknown = || UnknownZone::Unknown(name.to_owned());
         if !is_plain_name(name) {
             return Err(unknown());
         }
@@ -79,8 +93,11 @@ impl Zone {
             Ok(found) => return known.get(found).copied().ok_or_else(unknown),
             Err(slot) => slot,
         };
-        let rules = read_rules(&database_dir(), name).ok_or_else(unknown)?;
-        // Kept for the daemon's life: one per distinct name, and names are the database's.
+        if known.len() >= MAX_ZONES {
+            return Err(UnknownZone::TooMany(name.to_owned()));
+        }
+        let rules = read_rules(dir, name).ok_or_else(unknown)?;
+        // Kept for the daemon's life: one per distinct name, at most `MAX_ZONES`.
         let zone = Zone(Box::leak(Box::new(Named {
             name: Box::leak(name.into()),
             rules,
@@ -133,7 +150,11 @@ fn read_rules(dir: &Path, name: &str) -> Option<JiffZone> {
     std::fs::read(dir.join(name))
         .ok()
         .and_then(|bytes| JiffZone::tzif(name, &bytes).ok())
-        .or_else(|| jiff::tz::db().get(name).ok())
+        .or_else(|| {
+            // The bundled copy ignores case; a name is a zone only as the database spells it.
+            let rules = jiff::tz::db().get(name).ok()?;
+            (rules.iana_name() == Some(name)).then_some(rules)
+        })
 }
 
 impl PartialEq for Zone {
@@ -329,15 +350,32 @@ mod tests {
     }
 
     #[test]
-    fn a_name_in_other_letter_case_is_the_same_zone_under_its_given_spelling() {
-        let lower = Zone::named("europe/berlin").unwrap();
-        assert_eq!(lower.name(), "europe/berlin");
-        let at = utc("2026-07-01T09:30:00Z");
-        let berlin = Zone::named("Europe/Berlin").unwrap();
+    fn past_the_limit_a_new_name_is_refused_and_the_known_ones_still_answer() {
+        // A database directory with more zone files than the limit, each a copy of UTC's.
+        let dir = tempfile::tempdir().unwrap();
+        let utc_file = std::fs::read(database_dir().join("Etc/UTC"))
+            .expect("the system's time zone database (tzdata) has Etc/UTC");
+        for n in 0..=MAX_ZONES {
+            std::fs::write(dir.path().join(format!("Zone{n:04}")), &utc_file).unwrap();
+        }
+        for n in 0..MAX_ZONES {
+            Zone::named_in(dir.path(), &format!("Zone{n:04}")).unwrap();
+        }
+        let refused = Zone::named_in(dir.path(), &format!("Zone{MAX_ZONES:04}")).unwrap_err();
+        assert!(matches!(refused, UnknownZone::TooMany(_)), "{refused}");
         assert_eq!(
-            at.with_timezone(&lower).to_rfc3339(),
-            at.with_timezone(&berlin).to_rfc3339()
+            Zone::named_in(dir.path(), "Zone0007").unwrap().name(),
+            "Zone0007"
         );
+        assert_eq!(Zone::named("UTC").unwrap(), Zone::UTC);
+    }
+
+    #[test]
+    fn a_name_is_a_zone_only_as_the_database_spells_it() {
+        let empty = tempfile::tempdir().unwrap();
+        assert!(read_rules(empty.path(), "europe/berlin").is_none());
+        assert!(read_rules(empty.path(), "Europe/Berlin").is_some());
+        assert!(Zone::named("europe/berlin").is_err());
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub enum ScheduleError {
     Time(String),
     #[error("{0:?} is not a time zone (e.g. Europe/Berlin, UTC)")]
     Zone(String),
+    /// More distinct zone names than any database has (see `crate::zone`).
+    #[error("{0}")]
+    TooManyZones(String),
 }
 
 /// Parses a schedule; `now` anchors `every` and relative times, `zone` is where a local
@@ -163,8 +166,10 @@ fn parse_duration(text: &str) -> Result<Duration, ScheduleError> {
 }
 
 pub fn parse_zone(name: &str) -> Result<Zone, ScheduleError> {
-    name.parse::<Zone>()
-        .map_err(|_| ScheduleError::Zone(name.to_owned()))
+    Zone::named(name).map_err(|e| match e {
+        crate::zone::UnknownZone::Unknown(_) => ScheduleError::Zone(name.to_owned()),
+        crate::zone::UnknownZone::TooMany(_) => ScheduleError::TooManyZones(e.to_string()),
+    })
 }
 
 impl Schedule {
