@@ -327,16 +327,17 @@ async fn release_memory_after_start_and_every_minute(
         _ = tokio::time::timeout(START_SETTLE, channels_up) => {}
         () = shutdown.cancelled() => return,
     }
-    crate::allocator::release_freed_memory();
-    crate::allocator::release_code_pages();
-    // What a channel does right after it says it is up — Matrix's key upload and the sync
-    // that follows, the mail channel entering IDLE — is start-up code too.
-    tokio::select! {
-        () = tokio::time::sleep(AFTER_START) => {}
-        () = shutdown.cancelled() => return,
+    // Once now, and once more after what a channel does right after it says it is up —
+    // Matrix's key upload and the sync that follows, the mail channel entering IDLE —, which
+    // is start-up code too.
+    for wait in [std::time::Duration::ZERO, AFTER_START] {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => return,
+        }
+        crate::allocator::release_freed_memory();
+        crate::allocator::release_code_pages();
     }
-    crate::allocator::release_freed_memory();
-    crate::allocator::release_code_pages();
     let period = std::time::Duration::from_secs(60);
     let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

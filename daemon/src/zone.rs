@@ -112,7 +112,8 @@ impl Zone {
     }
 
     fn info_at(self, seconds: i64, nanos: u32) -> ZoneOffset {
-        let at = i32::try_from(nanos)
+        // chrono writes a leap second as nanoseconds past 999,999,999; jiff has none.
+        let at = i32::try_from(nanos.min(999_999_999))
             .ok()
             .and_then(|nanos| jiff::Timestamp::new(seconds, nanos).ok())
             .unwrap_or(if seconds < 0 {
@@ -267,10 +268,9 @@ impl TimeZone for Zone {
             return MappedLocalTime::None;
         };
         // The offsets' abbreviations: each is the one in force at the instant it gives.
-        let at = |offset: jiff::tz::Offset| {
-            let instant = local.and_utc().timestamp() - i64::from(offset.seconds());
-            self.info_at(instant, local.and_utc().timestamp_subsec_nanos())
-        };
+        let (seconds, nanos) = (local.and_utc().timestamp(), local.nanosecond());
+        let at =
+            |offset: jiff::tz::Offset| self.info_at(seconds - i64::from(offset.seconds()), nanos);
         match self.0.rules.to_ambiguous_timestamp(civil).offset() {
             AmbiguousOffset::Unambiguous { offset } => MappedLocalTime::Single(at(offset)),
             AmbiguousOffset::Gap { .. } => MappedLocalTime::None,
